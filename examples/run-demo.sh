@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs the bundled example end to end: a fresh copy of examples/fix-failing-test/project,
+# real files, real `cargo test` and `cargo clippy`, real task state on disk, with the
+# model's side answered by the recorded session (replay provider).
+#
+# To run the same task with a real model instead, see README.md ("Run with a real model").
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+example="$root/examples/fix-failing-test"
+demo="$root/target/agentforge-demo"
+
+cargo build --release --quiet -p agentforge --manifest-path "$root/Cargo.toml"
+rm -rf "$demo"
+mkdir -p "$demo"
+cp -R "$example/project/." "$demo/"
+
+set +e
+"$root/target/release/agentforge" --workspace "$demo" run "$example/task.yaml" \
+    --replay "$example/session.jsonl" "$@"
+status=$?
+set -e
+echo
+echo "exit code: $status (0 = complete)"
+echo "task state: $demo/.agentforge/tasks/fix-word-count/ (state.yaml, actions.jsonl, artifacts/)"
+echo "the fixed code:"
+sed -n '3,6p' "$demo/src/lib.rs"
+exit $status

@@ -1,0 +1,500 @@
+//! Shell commands (checks, test suites) run with a timeout and an output cap.
+//!
+//! Commands run as `sh -c <command>` in their own process group, so that a timeout
+//! can kill everything they started: `cargo test` and `pytest` spawn children, and a
+//! hung grandchild would otherwise keep the output pipes open and the step blocked.
+//! When the shell exits, anything left in its group (stray background jobs) is killed
+//! too: nothing a step starts may outlive it, or a crashed or repeated step could find
+//! ports bound and files locked by its predecessor.
+//!
+//! Output is kept in memory up to a cap: the first and the last halves of the cap
+//! survive, because a test run's verdict and failures are usually at its end.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+/// How long a command may run and how much of its output is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandLimits {
+    /// Wall-clock limit; the whole process group is killed when it passes.
+    pub timeout: Duration,
+    /// Bytes of output kept (first half + last half); the middle is dropped.
+    pub output_cap_bytes: usize,
+}
+
+impl Default for CommandLimits {
+    /// 300 s and 1 MiB: enough for a full test suite, bounded for a runaway one.
+    fn default() -> Self {
+        CommandLimits {
+            timeout: Duration::from_secs(300),
+            output_cap_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// What a finished (or killed) command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// The shell command as given.
+    pub command: String,
+    /// Exit code; `None` when the shell was killed by a signal (including on timeout).
+    pub exit_code: Option<i32>,
+    /// stdout and stderr interleaved in arrival order, capped (see [`CommandLimits`]).
+    pub output: String,
+    /// Whether the middle of the output was dropped to respect the cap.
+    pub truncated: bool,
+    /// Whether the timeout killed the command.
+    pub timed_out: bool,
+    /// Wall time from spawn to the end of output collection.
+    pub duration: Duration,
+}
+
+impl CommandOutput {
+    /// Whether the command exited with code 0 before the timeout.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// The last `max_chars` characters of the output (all of it when shorter).
+    ///
+    /// Counted in characters, not bytes, so the cut never splits a UTF-8 sequence.
+    pub fn tail(&self, max_chars: usize) -> String {
+        if max_chars == 0 {
+            return String::new();
+        }
+        match self.output.char_indices().rev().nth(max_chars - 1) {
+            Some((start, _)) => self.output[start..].to_string(),
+            None => self.output.clone(),
+        }
+    }
+}
+
+/// Why a command could not be run at all (a command that runs and fails is an
+/// [`CommandOutput`] with a non-zero exit code, not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The shell could not be started (missing working directory, no `sh`...).
+    #[error("cannot run `{command}` in {}: {source}", cwd.display())]
+    Spawn {
+        /// The shell command.
+        command: String,
+        /// The working directory it was to run in.
+        cwd: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Waiting for the shell failed (an OS error, not a command failure).
+    #[error("lost track of `{command}`: {source}")]
+    Wait {
+        /// The shell command.
+        command: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// How long output is still read after the shell exited or was killed. Processes
+/// that left the group (`setsid`) can hold the pipes open forever; this bounds it.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs `command` with `sh -c` in `cwd`, stdin closed, within `limits`.
+///
+/// On timeout the whole process group is killed and the output so far is returned
+/// with `timed_out = true`. A non-zero exit is not an error.
+pub async fn run_command(
+    command: &str,
+    cwd: &Path,
+    limits: &CommandLimits,
+) -> Result<CommandOutput, CommandError> {
+    let spawn_error = |source| CommandError::Spawn {
+        command: command.to_string(),
+        cwd: cwd.to_path_buf(),
+        source,
+    };
+    // Checked up front: the OS reports a missing cwd as a bare ENOENT, which reads
+    // as if `sh` itself were missing.
+    if !cwd.is_dir() {
+        return Err(spawn_error(io::Error::new(
+            io::ErrorKind::NotFound,
+            "working directory does not exist or is not a directory",
+        )));
+    }
+
+    let started = Instant::now();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    // Armed until the group is known to be dead, so that dropping this future
+    // (the caller gave up) still kills everything the command started.
+    let mut group = GroupGuard(child.id());
+
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let mut out_buf = vec![0u8; 64 * 1024];
+    let mut err_buf = vec![0u8; 64 * 1024];
+    let mut output = CappedBuffer::new(limits.output_cap_bytes);
+    let (mut out_open, mut err_open) = (true, true);
+    let mut status = None;
+    let mut timed_out = false;
+    let mut deadline = tokio::time::Instant::now() + limits.timeout;
+
+    // One loop reads both pipes and waits for the shell, so neither pipe can fill up
+    // and block the child while we wait on the other.
+    while out_open || err_open || status.is_none() {
+        tokio::select! {
+            read = stdout.read(&mut out_buf), if out_open => match read {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => output.push(&out_buf[..n]),
+            },
+            read = stderr.read(&mut err_buf), if err_open => match read {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => output.push(&err_buf[..n]),
+            },
+            exited = child.wait(), if status.is_none() => {
+                status = Some(exited.map_err(|source| CommandError::Wait {
+                    command: command.to_string(),
+                    source,
+                })?);
+                // Stray background jobs would keep the pipes open; they die with the step.
+                group.kill();
+                deadline = deadline.min(tokio::time::Instant::now() + DRAIN_GRACE);
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                if status.is_none() {
+                    timed_out = true;
+                    group.kill();
+                    let exited = child.wait().await.map_err(|source| CommandError::Wait {
+                        command: command.to_string(),
+                        source,
+                    })?;
+                    status = Some(exited);
+                    deadline = tokio::time::Instant::now() + DRAIN_GRACE;
+                } else {
+                    // Something outside the group still holds a pipe: stop reading.
+                    break;
+                }
+            },
+        }
+    }
+    group.disarm();
+
+    let (output, truncated) = output.finish();
+    Ok(CommandOutput {
+        command: command.to_string(),
+        exit_code: status.and_then(|s| s.code()),
+        output,
+        truncated,
+        timed_out,
+        duration: started.elapsed(),
+    })
+}
+
+/// Kills a command's process group (its pgid is the shell's pid) on demand or on drop.
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    /// Sends SIGKILL to every process in the group. A group that is already gone
+    /// (ESRCH) is fine. The pgid cannot be reused while any member lives, and we
+    /// stop signalling right after the command ends, so no unrelated group is hit.
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.0.and_then(|p| libc::pid_t::try_from(p).ok()) {
+            // SAFETY: killpg has no memory-safety preconditions; a stale pgid only
+            // yields ESRCH.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Stops the guard from signalling: the command is over and reaped.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Keeps the first half and the last half of `cap` bytes of a stream.
+struct CappedBuffer {
+    head_cap: usize,
+    tail_cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: usize,
+}
+
+impl CappedBuffer {
+    fn new(cap: usize) -> Self {
+        let head_cap = cap / 2;
+        CappedBuffer {
+            head_cap,
+            tail_cap: cap - head_cap,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len();
+        if self.head.len() < self.head_cap {
+            let take = (self.head_cap - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+        if data.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail.extend(&data[data.len() - self.tail_cap..]);
+        } else {
+            self.tail.extend(data);
+            let excess = self.tail.len().saturating_sub(self.tail_cap);
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// The kept text and whether anything was dropped.
+    fn finish(self) -> (String, bool) {
+        let mut head = self.head;
+        let mut tail: Vec<u8> = self.tail.into();
+        let kept = head.len() + tail.len();
+        if kept == self.total {
+            head.extend_from_slice(&tail);
+            return (String::from_utf8_lossy(&head).into_owned(), false);
+        }
+        // Cut at whole UTF-8 sequences so the marker is not flanked by U+FFFD.
+        if let Err(e) = std::str::from_utf8(&head) {
+            if e.error_len().is_none() {
+                head.truncate(e.valid_up_to());
+            }
+        }
+        let skip = tail
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
+            .count();
+        tail.drain(..skip);
+        let omitted = self.total - head.len() - tail.len();
+        let text = format!(
+            "{}\n... [{omitted} bytes omitted] ...\n{}",
+            String::from_utf8_lossy(&head),
+            String::from_utf8_lossy(&tail)
+        );
+        (text, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(timeout_secs: u64, cap: usize) -> CommandLimits {
+        CommandLimits {
+            timeout: Duration::from_secs(timeout_secs),
+            output_cap_bytes: cap,
+        }
+    }
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[tokio::test]
+    async fn reports_exit_codes() {
+        let dir = tmp();
+        let ok = run_command("true", dir.path(), &CommandLimits::default())
+            .await
+            .unwrap();
+        assert_eq!(ok.exit_code, Some(0));
+        assert!(ok.success());
+        let bad = run_command("exit 3", dir.path(), &CommandLimits::default())
+            .await
+            .unwrap();
+        assert_eq!(bad.exit_code, Some(3));
+        assert!(!bad.success());
+        assert!(!bad.timed_out);
+        assert_eq!(bad.command, "exit 3");
+    }
+
+    #[tokio::test]
+    async fn captures_stdout_and_stderr() {
+        let dir = tmp();
+        let out = run_command(
+            "echo to-out; echo to-err >&2; sleep 0.1; echo later",
+            dir.path(),
+            &CommandLimits::default(),
+        )
+        .await
+        .unwrap();
+        assert!(out.output.contains("to-out"), "{out:?}");
+        assert!(out.output.contains("to-err"), "{out:?}");
+        // Arrival order is kept across the two pipes.
+        assert!(out.output.find("to-err").unwrap() < out.output.find("later").unwrap());
+        assert!(!out.truncated);
+    }
+
+    #[tokio::test]
+    async fn runs_in_cwd_with_null_stdin() {
+        let dir = tmp();
+        std::fs::write(dir.path().join("marker.txt"), "x").unwrap();
+        let out = run_command("ls; cat; echo done", dir.path(), &CommandLimits::default())
+            .await
+            .unwrap();
+        assert!(out.output.contains("marker.txt"), "{out:?}");
+        assert!(out.output.contains("done"), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_process_group() {
+        let dir = tmp();
+        let pid_file = dir.path().join("child.pid");
+        // The shell backgrounds a child and waits on it: killing only the shell
+        // would leave `sleep 100` running and holding the pipes.
+        let cmd = format!(
+            "echo before; sleep 100 & echo $! > {}; wait",
+            pid_file.display()
+        );
+        let started = Instant::now();
+        let out = run_command(&cmd, dir.path(), &limits(1, 1024))
+            .await
+            .unwrap();
+        assert!(out.timed_out);
+        assert!(!out.success());
+        assert_eq!(out.exit_code, None);
+        assert!(out.output.contains("before"), "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{out:?}");
+
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The sleep child must be gone (allow a moment for the kernel to reap it).
+        let mut alive = true;
+        for _ in 0..50 {
+            // SAFETY: signal 0 only checks for existence.
+            alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
+            if !alive {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!alive, "sleep child {pid} survived the timeout");
+    }
+
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(false)
+    }
+
+    #[tokio::test]
+    async fn background_job_does_not_hold_the_step() {
+        let dir = tmp();
+        let started = Instant::now();
+        let out = run_command("sleep 100 & echo started", dir.path(), &limits(30, 1024))
+            .await
+            .unwrap();
+        assert!(out.success(), "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn large_output_on_both_pipes_is_capped_with_marker() {
+        let dir = tmp();
+        // ~600 KB on each pipe: far beyond a pipe buffer, so a reader that drains
+        // one pipe at a time would deadlock.
+        let cmd = "i=0; while [ $i -lt 3 ]; do head -c 200000 /dev/zero | tr '\\0' a; head -c 200000 /dev/zero | tr '\\0' b >&2; i=$((i+1)); done; echo; echo THE-END";
+        let out = run_command(cmd, dir.path(), &limits(60, 1000))
+            .await
+            .unwrap();
+        assert!(out.success(), "{}", out.tail(200));
+        assert!(out.truncated);
+        assert!(out.output.contains("bytes omitted] ..."), "{}", out.output);
+        assert!(out.output.ends_with("THE-END\n"), "{}", out.tail(100));
+        let omitted: usize = out
+            .output
+            .split("... [")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(omitted, 1_200_000 + "\nTHE-END\n".len() - 1000);
+        assert!(out.output.len() < 1100);
+    }
+
+    #[test]
+    fn capped_buffer_keeps_head_and_tail() {
+        let mut b = CappedBuffer::new(10);
+        for chunk in ["0123", "4567", "89ab", "cdef"] {
+            b.push(chunk.as_bytes());
+        }
+        let (text, truncated) = b.finish();
+        assert!(truncated);
+        assert_eq!(text, "01234\n... [6 bytes omitted] ...\nbcdef");
+
+        let mut b = CappedBuffer::new(10);
+        b.push(b"0123456789");
+        assert_eq!(b.finish(), ("0123456789".to_string(), false));
+    }
+
+    #[test]
+    fn capped_buffer_does_not_split_utf8() {
+        let mut b = CappedBuffer::new(6);
+        b.push("ééééééé".as_bytes()); // 14 bytes
+        let (text, truncated) = b.finish();
+        assert!(truncated);
+        assert!(!text.contains('\u{FFFD}'), "{text}");
+        assert!(text.starts_with("é\n"), "{text}");
+        assert!(text.ends_with("\né"), "{text}");
+    }
+
+    #[test]
+    fn tail_counts_characters() {
+        let out = CommandOutput {
+            command: "x".into(),
+            exit_code: Some(0),
+            output: "abcé".into(),
+            truncated: false,
+            timed_out: false,
+            duration: Duration::ZERO,
+        };
+        assert_eq!(out.tail(2), "cé");
+        assert_eq!(out.tail(10), "abcé");
+        assert_eq!(out.tail(0), "");
+    }
+
+    #[tokio::test]
+    async fn missing_cwd_is_an_error() {
+        let dir = tmp();
+        let err = run_command("true", &dir.path().join("nope"), &CommandLimits::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CommandError::Spawn { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("nope") && msg.contains("working directory"), "{msg}");
+    }
+}

@@ -1,0 +1,338 @@
+//! `agentforge.toml`: provider, budgets, limits, commands, prompts and plugin folders.
+//!
+//! Precedence, lowest first: built-in defaults, `agentforge.toml`, environment
+//! (`AGENTFORGE_PROVIDER`, `AGENTFORGE_MODEL`, `AGENTFORGE_REPLAY`), command-line flags.
+//! API keys are never part of the config: they are read from the environment by the
+//! provider and never written anywhere.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::commands::CommandLimits;
+use crate::context::Budgets;
+use crate::providers::{ProviderKind, ProviderSettings, ToolMode};
+
+/// Name of the config file looked up in the workspace root.
+pub const CONFIG_FILE: &str = "agentforge.toml";
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Model provider.
+    pub provider: ProviderConfig,
+    /// Token budgets of the prompt.
+    pub budget: Budgets,
+    /// Step, command and retry limits.
+    pub limits: Limits,
+    /// Default verification commands for tasks that name none.
+    pub commands: Commands,
+    /// Prompt template overrides.
+    pub prompts: PromptsConfig,
+    /// Plugin folders (used by the plugin system).
+    pub plugins: PluginsConfig,
+}
+
+/// `[provider]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderConfig {
+    /// `anthropic`, `openai` or `replay`.
+    pub kind: ProviderKind,
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Base URL; defaults to `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, then the public endpoint.
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the key, to override the default.
+    pub api_key_env: Option<String>,
+    /// Recorded session for the `replay` provider (relative to the config file's folder).
+    pub replay: Option<PathBuf>,
+    /// `native` tool calling or the `text` fallback.
+    pub tool_mode: ToolMode,
+    /// Per-request timeout.
+    pub timeout_secs: u64,
+    /// Retries on 429, 5xx, timeouts and dropped connections.
+    pub max_retries: u32,
+    /// First backoff; doubles with jitter up to `max_backoff_ms`.
+    pub initial_backoff_ms: u64,
+    /// Backoff ceiling.
+    pub max_backoff_ms: u64,
+    /// `max_tokens` for the model's answer.
+    pub max_output_tokens: u32,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            kind: ProviderKind::Anthropic,
+            model: "claude-sonnet-4-5".to_string(),
+            base_url: None,
+            api_key_env: None,
+            replay: None,
+            tool_mode: ToolMode::Native,
+            timeout_secs: 120,
+            max_retries: 5,
+            initial_backoff_ms: 1000,
+            max_backoff_ms: 60_000,
+            max_output_tokens: 4096,
+        }
+    }
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Default step budget of a task.
+    pub max_steps: u64,
+    /// Timeout of one check or test command.
+    pub command_timeout_secs: u64,
+    /// Bytes of command output kept (head and tail).
+    pub output_cap_bytes: usize,
+    /// Invalid model replies in a row before the task escalates.
+    pub max_invalid_replies: u32,
+    /// Working memory capacity.
+    pub working_memory_items: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_steps: 30,
+            command_timeout_secs: 300,
+            output_cap_bytes: 1024 * 1024,
+            max_invalid_replies: 3,
+            working_memory_items: crate::working_memory::DEFAULT_MAX_ITEMS,
+        }
+    }
+}
+
+/// `[commands]`: used when a task has no `checks`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Commands {
+    /// Run by `run_check`.
+    pub check: Option<String>,
+    /// Run by `run_tests`.
+    pub test: Option<String>,
+}
+
+/// `[prompts]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromptsConfig {
+    /// Folder of templates overriding the built-in ones (relative to the workspace).
+    pub dir: Option<PathBuf>,
+}
+
+/// `[plugins]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginsConfig {
+    /// Plugin folders.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// Errors loading the configuration; each names the file or variable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but cannot be read.
+    #[error("cannot read config {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax or shape error (the message carries line and column).
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// Parser message.
+        message: String,
+    },
+    /// A value that cannot be used.
+    #[error("invalid config {origin}: `{field}`: {message}")]
+    Value {
+        /// File or environment variable.
+        origin: String,
+        /// The field.
+        field: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Loads `path` if given, else `<workspace>/agentforge.toml` if present, else defaults;
+    /// then applies environment overrides and validates.
+    pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<(Config, Option<PathBuf>), ConfigError> {
+        let path = match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => {
+                let p = workspace.join(CONFIG_FILE);
+                p.is_file().then_some(p)
+            }
+        };
+        let mut config = match &path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Io {
+                    path: p.display().to_string(),
+                    source,
+                })?;
+                Self::parse(&text, &p.display().to_string())?
+            }
+            None => Config::default(),
+        };
+        // Relative replay paths are relative to the config file's folder.
+        if let (Some(p), Some(replay)) = (&path, &config.provider.replay) {
+            if replay.is_relative() {
+                let base = p.parent().unwrap_or(Path::new("."));
+                config.provider.replay = Some(base.join(replay));
+            }
+        }
+        config.apply_env(|k| std::env::var(k).ok())?;
+        config.validate(&path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "defaults".into()))?;
+        Ok((config, path))
+    }
+
+    /// Parses TOML text; `origin` names the file in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Applies `AGENTFORGE_*` overrides using `get` to read variables.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(kind) = get("AGENTFORGE_PROVIDER") {
+            self.provider.kind = parse_kind(&kind).map_err(|message| ConfigError::Value {
+                origin: "environment".into(),
+                field: "AGENTFORGE_PROVIDER".into(),
+                message,
+            })?;
+        }
+        if let Some(model) = get("AGENTFORGE_MODEL") {
+            self.provider.model = model;
+        }
+        if let Some(replay) = get("AGENTFORGE_REPLAY") {
+            self.provider.replay = Some(PathBuf::from(replay));
+            self.provider.kind = ProviderKind::Replay;
+        }
+        Ok(())
+    }
+
+    /// Checks cross-field invariants.
+    pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let err = |field: &str, message: String| ConfigError::Value {
+            origin: origin.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        self.budget.validate().map_err(|m| err("budget", m))?;
+        if self.limits.max_steps == 0 {
+            return Err(err("limits.max_steps", "must be at least 1".into()));
+        }
+        if self.limits.command_timeout_secs == 0 {
+            return Err(err("limits.command_timeout_secs", "must be at least 1".into()));
+        }
+        if self.limits.max_invalid_replies == 0 {
+            return Err(err("limits.max_invalid_replies", "must be at least 1".into()));
+        }
+        if self.limits.working_memory_items == 0 {
+            return Err(err("limits.working_memory_items", "must be at least 1".into()));
+        }
+        if self.provider.kind == ProviderKind::Replay && self.provider.replay.is_none() {
+            return Err(err(
+                "provider.replay",
+                "the replay provider needs a recorded session: set provider.replay or pass --replay FILE".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Provider settings for [`crate::providers::Provider::from_settings`].
+    pub fn provider_settings(&self) -> ProviderSettings {
+        let p = &self.provider;
+        ProviderSettings {
+            kind: p.kind,
+            base_url: p.base_url.clone(),
+            api_key_env: p.api_key_env.clone(),
+            replay_path: p.replay.clone(),
+            timeout: Duration::from_secs(p.timeout_secs),
+            max_retries: p.max_retries,
+            initial_backoff: Duration::from_millis(p.initial_backoff_ms),
+            max_backoff: Duration::from_millis(p.max_backoff_ms),
+        }
+    }
+
+    /// Limits for check and test commands.
+    pub fn command_limits(&self) -> CommandLimits {
+        CommandLimits {
+            timeout: Duration::from_secs(self.limits.command_timeout_secs),
+            output_cap_bytes: self.limits.output_cap_bytes,
+        }
+    }
+}
+
+/// Parses a provider name as given on the command line or in the environment.
+pub fn parse_kind(s: &str) -> Result<ProviderKind, String> {
+    match s {
+        "anthropic" => Ok(ProviderKind::Anthropic),
+        "openai" => Ok(ProviderKind::Openai),
+        "replay" => Ok(ProviderKind::Replay),
+        other => Err(format!(
+            "unknown provider `{other}`; use anthropic, openai or replay"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("", "agentforge.toml").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.budget.total, 8000);
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_key() {
+        let err = Config::parse("[limits]\nmax_step = 3\n", "cfg/agentforge.toml").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("cfg/agentforge.toml"), "{msg}");
+        assert!(msg.contains("line 2"), "{msg}");
+        assert!(msg.contains("max_step"), "{msg}");
+    }
+
+    #[test]
+    fn env_overrides_provider() {
+        let mut c = Config::default();
+        c.apply_env(|k| match k {
+            "AGENTFORGE_PROVIDER" => Some("openai".into()),
+            "AGENTFORGE_MODEL" => Some("qwen".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.provider.kind, ProviderKind::Openai);
+        assert_eq!(c.provider.model, "qwen");
+        let err = c
+            .apply_env(|k| (k == "AGENTFORGE_PROVIDER").then(|| "gpt".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("AGENTFORGE_PROVIDER"));
+    }
+
+    #[test]
+    fn replay_without_file_is_a_config_error() {
+        let c = Config::parse("[provider]\nkind = \"replay\"\n", "a.toml").unwrap();
+        let err = c.validate("a.toml").unwrap_err();
+        assert!(err.to_string().contains("provider.replay"), "{err}");
+    }
+}

@@ -1,0 +1,886 @@
+//! The stateless step executor (seed 001, "Step Execution Flow").
+//!
+//! Each step: load the state from disk, build the context, make exactly one model call
+//! with exactly two messages, parse one action, run the guards, execute, verify, record,
+//! update working memory, then check completion, escalation and budget. Nothing but the
+//! files on disk carries over from one step to the next, so a run can stop anywhere and
+//! resume in another process.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::commands::{run_command, CommandOutput};
+use crate::config::Config;
+use crate::context::{self, ActionEntry, BuiltPrompt, ContextInput, RecentAction, TaskFrame};
+use crate::extract::{merge_facts, Extractors};
+use crate::gates::{CommandGate, Gate};
+use crate::guards::{GuardDecision, Guards};
+use crate::prompts::{PromptVars, Prompts};
+use crate::providers::{ModelReply, ModelRequest, ModelResponse, Provider, ProviderError};
+use crate::schemas::{numbered_file, ContextSchema, SchemaRegistry, StepFacts};
+use crate::state_store::{
+    ActionRecord, ActionResult, CheckStatus, Recovery, StoreError, TaskDir, TaskState, TaskStatus,
+    TaskStore,
+};
+use crate::task::{CheckKind, CheckSpec, TaskSpec};
+use crate::tools::{self, builtin_tool_specs, parse_action, Action, Workspace};
+use crate::working_memory::{ItemKind, MemoryItem, WorkingMemory};
+
+/// Longest error text kept in a record.
+const MAX_ERROR_CHARS: usize = 500;
+/// Steps a file read stays in working memory.
+const READ_TTL: u64 = 3;
+/// Steps a `load_context` item stays in working memory.
+const LOADED_TTL: u64 = 5;
+
+/// Errors that stop a run. Everything recorded before them stays on disk.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// State store failure.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The prompt cannot fit the budget.
+    #[error(transparent)]
+    Context(#[from] context::ContextError),
+    /// Prompt template problem.
+    #[error(transparent)]
+    Prompt(#[from] crate::prompts::PromptError),
+    /// The model provider failed after its retries.
+    #[error("model provider: {0}")]
+    Provider(#[from] ProviderError),
+    /// The task cannot run as configured.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Everything a run needs besides the task itself.
+pub struct Runtime {
+    /// Workspace root; file actions are confined to it.
+    pub workspace: Workspace,
+    /// Task folders.
+    pub store: TaskStore,
+    /// Effective configuration.
+    pub config: Config,
+    /// The model.
+    pub provider: Provider,
+    /// System prompt templates.
+    pub prompts: Prompts,
+    /// Task types.
+    pub schemas: SchemaRegistry,
+    /// Fact extractors.
+    pub extractors: Extractors,
+    /// Quality gate judging each check.
+    pub gate: Box<dyn Gate>,
+    /// Guards consulted before each action.
+    pub guards: Guards,
+    /// Print a progress line per step on stderr.
+    pub progress: bool,
+}
+
+impl Runtime {
+    /// A runtime with the built-in schemas, extractors, gate and guards.
+    pub fn new(workspace: Workspace, config: Config, provider: Provider) -> Runtime {
+        let store = TaskStore::new(workspace.root());
+        let prompt_dir = config
+            .prompts
+            .dir
+            .clone()
+            .map(|d| workspace.root().join(d))
+            .unwrap_or_else(|| workspace.root().join("prompts"));
+        Runtime {
+            store,
+            prompts: Prompts::new(Some(&prompt_dir)),
+            schemas: SchemaRegistry::default(),
+            extractors: Extractors::builtin(),
+            gate: Box::new(CommandGate),
+            guards: Guards::default(),
+            workspace,
+            config,
+            provider,
+            progress: false,
+        }
+    }
+
+    /// Creates a task's folder from its spec, validating the task type and checks first.
+    pub fn create_task(&self, spec: &TaskSpec) -> Result<TaskDir, ExecError> {
+        let schema = self.schemas.get(&spec.task_type).map_err(ExecError::Config)?;
+        self.checks_for(spec)?;
+        let max_steps = spec.max_steps.unwrap_or(self.config.limits.max_steps);
+        let state = TaskState::initial(spec, schema.initial_phase(), max_steps);
+        Ok(self.store.create(spec, &state)?)
+    }
+
+    /// The verification commands of a task: its own, else the config's `[commands]`.
+    pub fn checks_for(&self, spec: &TaskSpec) -> Result<Vec<CheckSpec>, ExecError> {
+        if !spec.checks.is_empty() {
+            return Ok(spec.checks.clone());
+        }
+        let mut checks = Vec::new();
+        if let Some(c) = &self.config.commands.check {
+            checks.push(CheckSpec {
+                name: "check".into(),
+                command: c.clone(),
+                kind: CheckKind::Check,
+                timeout_secs: None,
+            });
+        }
+        if let Some(t) = &self.config.commands.test {
+            checks.push(CheckSpec {
+                name: "tests".into(),
+                command: t.clone(),
+                kind: CheckKind::Test,
+                timeout_secs: None,
+            });
+        }
+        if checks.is_empty() {
+            return Err(ExecError::Config(format!(
+                "task `{}` has no checks: add `checks:` to its task.yaml or `[commands] check`/`test` to agentforge.toml",
+                spec.id
+            )));
+        }
+        Ok(checks)
+    }
+}
+
+/// A step up to the model call: the exact prompt and the state it was built from.
+pub struct PreparedStep {
+    /// Step about to run.
+    pub step: u64,
+    /// The prompt (system, user, tools) and its token breakdown.
+    pub prompt: BuiltPrompt,
+    /// The request for the provider.
+    pub request: ModelRequest,
+    state: TaskState,
+    spec: TaskSpec,
+    memory: WorkingMemory,
+    offered: Vec<&'static str>,
+}
+
+/// What one step did, for progress output and tests.
+#[derive(Debug, Clone)]
+pub struct StepReport {
+    /// The record appended to the log.
+    pub record: ActionRecord,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// Final status.
+    pub status: TaskStatus,
+    /// Steps recorded.
+    pub steps: u64,
+    /// Why it ended that way.
+    pub reason: Option<String>,
+    /// Whether any file was changed (partial progress).
+    pub progress_made: bool,
+}
+
+/// Runs the steps of one task.
+pub struct Executor<'r> {
+    rt: &'r Runtime,
+    dir: TaskDir,
+}
+
+/// Outcome of executing one action, before it is recorded.
+struct Executed {
+    result: ActionResult,
+    summary: String,
+    error: Option<String>,
+    output_artifact: Option<String>,
+    gathered_context: bool,
+    changed_files: bool,
+    verification_ran: bool,
+}
+
+impl Executed {
+    fn new(result: ActionResult, summary: impl Into<String>) -> Executed {
+        Executed {
+            result,
+            summary: summary.into(),
+            error: None,
+            output_artifact: None,
+            gathered_context: false,
+            changed_files: false,
+            verification_ran: false,
+        }
+    }
+    fn failure(summary: impl Into<String>, error: impl Into<String>) -> Executed {
+        let mut e = Executed::new(ActionResult::Failure, summary);
+        e.error = Some(error.into());
+        e
+    }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+fn when(action: &str) -> &'static str {
+    match action {
+        "read_file" => "need to see code (optionally a line range)",
+        "search" => "need to find where something is",
+        "load_context" => "need more than the context shows",
+        "edit_file" => "know the exact text to change",
+        "replace_lines" => "know the line numbers to replace",
+        "write_file" => "creating a new file",
+        "run_check" => "after changes, to see the checks",
+        "run_tests" => "after changes, to see the tests",
+        "complete" => "all checks pass and criteria are met",
+        "escalate" => "stuck after 3 different approaches",
+        "cannot_fix" => "the task is impossible as specified",
+        _ => "",
+    }
+}
+
+impl<'r> Executor<'r> {
+    /// An executor for the task in `dir`.
+    pub fn new(rt: &'r Runtime, dir: TaskDir) -> Executor<'r> {
+        Executor { rt, dir }
+    }
+
+    /// The task folder.
+    pub fn dir(&self) -> &TaskDir {
+        &self.dir
+    }
+
+    /// Repairs the folder after a crash: a torn log line, a lagging `state.yaml`, and
+    /// file changes of a step that did not get recorded (rolled back from its snapshot).
+    pub fn recover(&self) -> Result<(TaskState, Recovery, Option<u64>), ExecError> {
+        let (state, recovery) = self.dir.recover()?;
+        let pending = state.step + 1;
+        let snap = self.snapshot_dir(pending);
+        let mut rolled_back = None;
+        if snap.exists() {
+            tools::restore_snapshot(&self.rt.workspace, &snap)
+                .map_err(|e| ExecError::Config(format!("cannot roll back interrupted step {pending}: {e}")))?;
+            std::fs::remove_dir_all(&snap).map_err(|source| StoreError::Io {
+                op: "cannot remove",
+                path: snap.display().to_string(),
+                source,
+            })?;
+            rolled_back = Some(pending);
+        }
+        Ok((state, recovery, rolled_back))
+    }
+
+    fn snapshot_dir(&self, step: u64) -> std::path::PathBuf {
+        self.dir.snapshots_dir().join(format!("step-{step:04}"))
+    }
+
+    fn schema(&self, task_type: &str) -> Result<&'r dyn ContextSchema, ExecError> {
+        self.rt.schemas.get(task_type).map_err(ExecError::Config)
+    }
+
+    /// Builds the next step's prompt from the state on disk, without calling the model.
+    pub fn prepare(&self) -> Result<PreparedStep, ExecError> {
+        let state = self.dir.load_state()?;
+        let spec = self.dir.spec()?;
+        let schema = self.schema(&spec.task_type)?;
+        let step = state.step + 1;
+        let phase = schema.phase(&state.phase);
+        let offered: Vec<&'static str> = phase.actions.to_vec();
+        let all_tools = builtin_tool_specs();
+        let tools: Vec<_> = offered
+            .iter()
+            .filter_map(|n| all_tools.iter().find(|t| t.name == *n).cloned())
+            .collect();
+        let mut memory = self.dir.load_working_memory()?;
+        memory.max_items = self.rt.config.limits.working_memory_items;
+        memory.expire(step);
+        let system = self.rt.prompts.render(&PromptVars {
+            task_type: &spec.task_type,
+            phase: &state.phase,
+            goal: &spec.goal,
+            step,
+            max_steps: state.max_steps,
+            actions: offered.iter().map(|s| s.to_string()).collect(),
+        })?;
+        let recent: Vec<RecentAction> = self
+            .dir
+            .recent_actions(3)?
+            .into_iter()
+            .map(|r| RecentAction {
+                step: r.step,
+                action: r.action,
+                target: r.target,
+                result: r.result,
+                summary: r.summary,
+                error: r.error,
+            })
+            .collect();
+        let success_criteria = if spec.success_criteria.is_empty() {
+            schema.default_success_criteria()
+        } else {
+            spec.success_criteria.clone()
+        };
+        let input = ContextInput {
+            system_prompt: &system,
+            task: TaskFrame {
+                id: spec.id.clone(),
+                goal: spec.goal.clone(),
+                success_criteria,
+                constraints: spec.constraints.clone(),
+                phase: state.phase.clone(),
+                step,
+                max_steps: state.max_steps,
+            },
+            current_state: schema.build_current_state(&spec, &state, &self.rt.workspace),
+            facts: &state.facts,
+            working_memory: &memory.items,
+            recent_actions: recent,
+            verification: &state.verification,
+            feedback: state.feedback.as_deref(),
+            blocked: &state.blocked_actions,
+            actions: offered
+                .iter()
+                .map(|n| ActionEntry {
+                    name: n.to_string(),
+                    when: when(n).to_string(),
+                })
+                .collect(),
+            recommended: phase.recommended.map(str::to_string),
+            tools,
+            tool_mode: self.rt.config.provider.tool_mode,
+        };
+        let prompt = context::build(&input, &self.rt.config.budget)?;
+        let request = ModelRequest {
+            step,
+            model: self.rt.config.provider.model.clone(),
+            system: prompt.system.clone(),
+            user: prompt.user.clone(),
+            tools: prompt.tools.clone(),
+            max_output_tokens: self.rt.config.provider.max_output_tokens,
+            tool_mode: self.rt.config.provider.tool_mode,
+        };
+        Ok(PreparedStep {
+            step,
+            prompt,
+            request,
+            state,
+            spec,
+            memory,
+            offered,
+        })
+    }
+
+    /// Runs one whole step: prepare, call the model, apply its answer.
+    pub async fn step(&self) -> Result<StepReport, ExecError> {
+        let prepared = self.prepare()?;
+        crate::fault::point("before_model", prepared.step);
+        let response = self.rt.provider.complete(&prepared.request).await?;
+        crate::fault::point("after_model", prepared.step);
+        self.apply(prepared, response).await
+    }
+
+    /// Runs steps until the task leaves `running`.
+    pub async fn run(&self) -> Result<RunOutcome, ExecError> {
+        loop {
+            let state = self.dir.load_state()?;
+            if state.status.is_terminal() {
+                return Ok(RunOutcome {
+                    status: state.status,
+                    steps: state.step,
+                    reason: state.status_reason.clone(),
+                    progress_made: !state.files_modified.is_empty(),
+                });
+            }
+            if state.step >= state.max_steps {
+                let mut s = state;
+                s.status = TaskStatus::BudgetExhausted;
+                s.status_reason = Some(format!("step budget of {} used up", s.max_steps));
+                self.dir.save_state(&s)?;
+                continue;
+            }
+            let report = self.step().await?;
+            if self.rt.progress {
+                let r = &report.record;
+                eprintln!(
+                    "[step {:>3}] {:<9} {:<13} {:<28} -> {:<7} ({} ctx tokens)",
+                    r.step,
+                    r.phase,
+                    r.action,
+                    cut(r.target.as_deref().unwrap_or("-"), 28),
+                    r.result,
+                    r.context_tokens
+                );
+            }
+        }
+    }
+
+    /// Applies the model's answer: validate, guard, execute, verify, record.
+    pub async fn apply(&self, prepared: PreparedStep, response: ModelResponse) -> Result<StepReport, ExecError> {
+        let PreparedStep {
+            step,
+            prompt,
+            mut state,
+            spec,
+            mut memory,
+            offered,
+            ..
+        } = prepared;
+        let started = Instant::now();
+        let schema = self.schema(&spec.task_type)?;
+        let phase_before = state.phase.clone();
+        let max_invalid = self.rt.config.limits.max_invalid_replies;
+
+        // Classify the reply; a bad answer is an expected event fed back to the next step.
+        let (action_name, parameters, parsed) = match &response.reply {
+            ModelReply::ToolCall { name, arguments } => {
+                let parsed = if !offered.contains(&name.as_str()) && builtin_tool_specs().iter().any(|t| &t.name == name) {
+                    Err(format!(
+                        "`{name}` is not available in phase {}; call one of: {}",
+                        state.phase,
+                        offered.join(", ")
+                    ))
+                } else {
+                    parse_action(name, arguments).map_err(|e| e.to_string())
+                };
+                (name.clone(), arguments.clone(), parsed)
+            }
+            ModelReply::NoToolCall { text } => (
+                "invalid_reply".to_string(),
+                Value::Null,
+                Err(format!(
+                    "your reply had no tool call (it said: \"{}\"); call exactly one of: {}",
+                    cut(text.trim(), 200),
+                    offered.join(", ")
+                )),
+            ),
+            ModelReply::MalformedArguments { name, raw, error } => (
+                name.clone(),
+                Value::String(cut(raw, 1000)),
+                Err(format!("the arguments of `{name}` are not valid JSON ({error}); send one JSON object matching the tool's schema")),
+            ),
+        };
+
+        let mut target = None;
+        let mut feedback: Option<String> = None;
+        let executed = match parsed {
+            Err(problem) => {
+                state.consecutive_invalid += 1;
+                feedback = Some(format!("Previous reply was invalid: {problem}"));
+                if state.consecutive_invalid >= max_invalid {
+                    state.status = TaskStatus::Escalated;
+                    state.status_reason = Some(format!(
+                        "{} invalid model replies in a row; last: {problem}",
+                        state.consecutive_invalid
+                    ));
+                }
+                Executed::failure("invalid model reply", problem)
+            }
+            Ok(action) => {
+                state.consecutive_invalid = 0;
+                target = action.target();
+                match self.rt.guards.check(&action, &state) {
+                    GuardDecision::Deny(reason) => {
+                        feedback = Some(reason.clone());
+                        let mut e = Executed::new(ActionResult::Skipped, format!("refused: {}", cut(&reason, 160)));
+                        e.error = Some(reason);
+                        e
+                    }
+                    decision => {
+                        if let GuardDecision::Warn(w) = decision {
+                            feedback = Some(format!("warning: {w}"));
+                        }
+                        let e = self.execute(&action, step, &spec, &mut state, &mut memory).await?;
+                        if e.result == ActionResult::Failure && feedback.is_none() {
+                            if let Some(err) = &e.error {
+                                if e.summary.starts_with("reverted") {
+                                    feedback = Some(e.summary.clone());
+                                } else {
+                                    feedback = Some(format!("{} failed: {}", action.name(), cut(err, 300)));
+                                }
+                            }
+                        }
+                        e
+                    }
+                }
+            }
+        };
+
+        // Phase machine.
+        if state.status == TaskStatus::Running {
+            let facts = StepFacts {
+                gathered_context: executed.gathered_context,
+                changed_files: executed.changed_files,
+                ready: state.verification.ready_for_completion,
+                verification_failed: executed.verification_ran && state.verification.failing() > 0,
+            };
+            let next = schema.next_phase(&state.phase, state.phase_steps + 1, facts);
+            if next != state.phase {
+                state.phase = next;
+                state.phase_steps = 0;
+            } else {
+                state.phase_steps += 1;
+            }
+            if step >= state.max_steps {
+                state.status = TaskStatus::BudgetExhausted;
+                state.status_reason = Some(format!("step budget of {} used up", state.max_steps));
+            }
+        }
+
+        state.step = step;
+        state.feedback = feedback;
+        let tokens = prompt.total_tokens as u64;
+        state.tokens.context_tokens += tokens;
+        state.tokens.max_context_tokens = state.tokens.max_context_tokens.max(tokens);
+        state.tokens.input_tokens += response.usage.input_tokens;
+        state.tokens.output_tokens += response.usage.output_tokens;
+
+        let record = ActionRecord {
+            step,
+            phase: phase_before,
+            action: action_name,
+            target,
+            parameters,
+            result: executed.result,
+            summary: executed.summary,
+            error: executed.error.map(|e| cut(&e, MAX_ERROR_CHARS)),
+            duration_ms: started.elapsed().as_millis() as u64,
+            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            context_tokens: tokens,
+            usage: response.usage,
+            output_artifact: executed.output_artifact,
+            state_after: state.clone(),
+        };
+        crate::fault::point("after_action", step);
+        // Working memory first: if we die before the log line, the step reruns and its
+        // memory item is simply replaced (same key).
+        self.dir.save_working_memory(&memory)?;
+        crate::fault::point("after_memory", step);
+        self.dir.append_action(&record)?;
+        crate::fault::point("after_log", step);
+        self.dir.save_state(&state)?;
+        crate::fault::point("after_state", step);
+        Ok(StepReport { record })
+    }
+
+    async fn execute(
+        &self,
+        action: &Action,
+        step: u64,
+        spec: &TaskSpec,
+        state: &mut TaskState,
+        memory: &mut WorkingMemory,
+    ) -> Result<Executed, ExecError> {
+        let now = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        match action {
+            Action::Complete { summary } => {
+                state.status = TaskStatus::Complete;
+                state.status_reason = summary.clone();
+                Ok(Executed::new(
+                    ActionResult::Success,
+                    format!("task complete: {}", summary.as_deref().unwrap_or("verification passing")),
+                ))
+            }
+            Action::Escalate { reason } => {
+                state.status = TaskStatus::Escalated;
+                state.status_reason = Some(reason.clone());
+                Ok(Executed::new(ActionResult::Success, format!("escalated: {}", cut(reason, 160))))
+            }
+            Action::CannotFix { reason } => {
+                state.status = TaskStatus::Failed;
+                state.status_reason = Some(format!("cannot fix: {reason}"));
+                Ok(Executed::new(ActionResult::Success, format!("cannot fix: {}", cut(reason, 160))))
+            }
+            Action::RunCheck { name } | Action::RunTests { name } => {
+                let kind = if matches!(action, Action::RunCheck { .. }) {
+                    CheckKind::Check
+                } else {
+                    CheckKind::Test
+                };
+                let all = self.rt.checks_for(spec)?;
+                let selected: Vec<CheckSpec> = match name {
+                    Some(n) => all.iter().filter(|c| &c.name == n).cloned().collect(),
+                    None => {
+                        let of_kind: Vec<_> = all.iter().filter(|c| c.kind == kind).cloned().collect();
+                        // A task with only tests still answers run_check, and vice versa.
+                        if of_kind.is_empty() { all.clone() } else { of_kind }
+                    }
+                };
+                if selected.is_empty() {
+                    let names: Vec<_> = all.iter().map(|c| c.name.as_str()).collect();
+                    return Ok(Executed::failure(
+                        "no such check",
+                        format!("no check named `{}`; checks: {}", name.as_deref().unwrap_or(""), names.join(", ")),
+                    ));
+                }
+                let mut e = self.verify(&selected, &all, step, state).await?;
+                e.verification_ran = true;
+                // Seeing the checks fail is how analysis usually ends.
+                e.gathered_context = true;
+                Ok(e)
+            }
+            Action::LoadContext { item } => Ok(self.load_context(item, step, spec, state, memory, now())),
+            _ => {
+                let snap = self.snapshot_dir(step);
+                let out = tools::execute_file_action(&self.rt.workspace, action, &snap);
+                let mut e = Executed::new(out.result, out.summary);
+                e.error = out.error;
+                if let Some(content) = out.content {
+                    let key = match action {
+                        Action::Search { pattern, .. } => format!("search:{pattern}"),
+                        _ => format!("file:{}", action.target().unwrap_or_default()),
+                    };
+                    memory.push(MemoryItem {
+                        kind: ItemKind::LoadedContext,
+                        key,
+                        step,
+                        content,
+                        added_at: now(),
+                        expires_after_steps: Some(READ_TTL),
+                        pinned: false,
+                    });
+                    e.gathered_context = out.result == ActionResult::Success;
+                }
+                if out.files_changed.is_empty() {
+                    // Nothing changed: a snapshot, if one was taken, is not a pending step.
+                    let _ = std::fs::remove_dir_all(&snap);
+                    return Ok(e);
+                }
+                // Drop stale reads of the files just changed.
+                for f in &out.files_changed {
+                    memory.remove(&format!("file:{f}"));
+                }
+                state.last_change_step = step;
+                let before = state.verification.clone();
+                let all = self.rt.checks_for(spec)?;
+                let v = self.verify(&all, &all, step, state).await?;
+                e.output_artifact = v.output_artifact;
+                e.verification_ran = true;
+                let regressed: Vec<String> = before
+                    .checks
+                    .iter()
+                    .filter(|(n, c)| c.passing && state.verification.checks.get(*n).is_some_and(|now| !now.passing))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if !regressed.is_empty() {
+                    tools::restore_snapshot(&self.rt.workspace, &snap).map_err(|err| {
+                        ExecError::Config(format!("auto-revert of step {step} failed: {err}"))
+                    })?;
+                    state.verification = before;
+                    e.result = ActionResult::Failure;
+                    e.summary = format!(
+                        "reverted: {} passed before this change and failed after it; the change was undone",
+                        regressed.join(", ")
+                    );
+                    e.error = Some(v.summary);
+                    return Ok(e);
+                }
+                e.changed_files = true;
+                for f in out.files_changed {
+                    if !state.files_modified.contains(&f) {
+                        state.files_modified.push(f);
+                    }
+                }
+                e.summary = format!("{}; checks: {}", e.summary, v.summary);
+                Ok(e)
+            }
+        }
+    }
+
+    /// Runs `selected` checks, records their outputs, extracts facts, updates verification.
+    async fn verify(
+        &self,
+        selected: &[CheckSpec],
+        all: &[CheckSpec],
+        step: u64,
+        state: &mut TaskState,
+    ) -> Result<Executed, ExecError> {
+        let mut combined = String::new();
+        let mut summaries = Vec::new();
+        let mut failed = Vec::new();
+        for check in selected {
+            let mut limits = self.rt.config.command_limits();
+            if let Some(t) = check.timeout_secs {
+                limits.timeout = std::time::Duration::from_secs(t);
+            }
+            let output = match run_command(&check.command, self.rt.workspace.root(), &limits).await {
+                Ok(o) => o,
+                Err(err) => CommandOutput {
+                    command: check.command.clone(),
+                    exit_code: None,
+                    output: err.to_string(),
+                    truncated: false,
+                    timed_out: false,
+                    duration: std::time::Duration::ZERO,
+                },
+            };
+            let result = if output.success() { ActionResult::Success } else { ActionResult::Failure };
+            let facts = self.rt.extractors.extract(&check.name, &output.output, result, step);
+            let verdict = self.rt.gate.evaluate(check, &output, &facts);
+            merge_facts(&mut state.facts, facts);
+            combined.push_str(&format!(
+                "=== {} `{}` (exit {:?}, {} ms{}) ===\n{}\n",
+                check.name,
+                check.command,
+                output.exit_code,
+                output.duration.as_millis(),
+                if output.timed_out { ", TIMED OUT" } else { "" },
+                output.output
+            ));
+            summaries.push(format!("{}: {}", check.name, verdict.summary));
+            if !verdict.passing {
+                failed.push(format!("{}: {}", check.name, output.tail(MAX_ERROR_CHARS)));
+            }
+            state.verification.checks.insert(
+                check.name.clone(),
+                CheckStatus {
+                    passing: verdict.passing,
+                    summary: verdict.summary,
+                    is_test: check.kind == CheckKind::Test,
+                    step,
+                },
+            );
+        }
+        state.verification.last_run_step = Some(step);
+        state.verification.ready_for_completion = all.iter().all(|c| {
+            state
+                .verification
+                .checks
+                .get(&c.name)
+                .is_some_and(|s| s.passing && s.step >= state.last_change_step)
+        });
+        let name = if selected.len() == 1 { selected[0].name.as_str() } else { "checks" };
+        let artifact = self.dir.write_output(step, &sanitize(name), &combined)?;
+        let summary = summaries.join("; ");
+        let mut e = if failed.is_empty() {
+            Executed::new(ActionResult::Success, summary.clone())
+        } else if failed.len() < selected.len() {
+            Executed::new(ActionResult::Partial, summary.clone())
+        } else {
+            Executed::new(ActionResult::Failure, summary.clone())
+        };
+        if !failed.is_empty() {
+            e.error = Some(failed.join("\n"));
+        }
+        e.output_artifact = Some(format!(".agentforge/tasks/{}/{}", state.task_id, artifact));
+        e.summary = summary;
+        Ok(e)
+    }
+
+    fn load_context(
+        &self,
+        item: &str,
+        step: u64,
+        spec: &TaskSpec,
+        state: &TaskState,
+        memory: &mut WorkingMemory,
+        now: String,
+    ) -> Executed {
+        let loaded: Result<String, String> = if let Some(path) = item.strip_prefix("full_file:") {
+            match self.rt.workspace.resolve(path) {
+                Err(e) => Err(e.to_string()),
+                Ok(_) => numbered_file(&self.rt.workspace, path).ok_or_else(|| format!("cannot read `{path}`")),
+            }
+        } else if let Some(id) = item.strip_prefix("spec_section:") {
+            let inputs = serde_json::to_value(&spec.inputs).unwrap_or(Value::Null);
+            find_section(&inputs, id)
+                .map(|v| serde_yaml_ng::to_string(&v).unwrap_or_default())
+                .ok_or_else(|| format!("no spec section with id `{id}` in the task inputs"))
+        } else if item == "test_output" || item == "error_details" {
+            self.last_output(item == "error_details")
+        } else if item == "related_files" {
+            self.related_files(spec, state)
+        } else {
+            Err(format!("unknown context item `{item}`"))
+        };
+        match loaded {
+            Ok(content) => {
+                memory.push(MemoryItem {
+                    kind: ItemKind::LoadedContext,
+                    key: item.to_string(),
+                    step,
+                    content,
+                    added_at: now,
+                    expires_after_steps: Some(LOADED_TTL),
+                    pinned: false,
+                });
+                let mut e = Executed::new(ActionResult::Success, format!("loaded {item} into working memory"));
+                e.gathered_context = true;
+                e
+            }
+            Err(err) => Executed::failure(format!("could not load {item}"), err),
+        }
+    }
+
+    fn last_output(&self, failing_only: bool) -> Result<String, String> {
+        let records = self.dir.recent_actions(50).map_err(|e| e.to_string())?;
+        let rec = records
+            .iter()
+            .rev()
+            .find(|r| r.output_artifact.is_some() && (!failing_only || r.result != ActionResult::Success))
+            .ok_or_else(|| "no check or test output recorded yet; run run_tests first".to_string())?;
+        let rel = rec.output_artifact.as_deref().unwrap_or_default();
+        let path = self.rt.workspace.root().join(rel);
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // The context builder compresses long text head/tail; keep the tail, where failures are.
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines.len().saturating_sub(300);
+        Ok(lines[start..].join("\n"))
+    }
+
+    fn related_files(&self, spec: &TaskSpec, state: &TaskState) -> Result<String, String> {
+        let anchor = spec
+            .inputs
+            .get("violation")
+            .and_then(|v| v.get("file_path"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| state.files_modified.first().cloned())
+            .ok_or("no anchor file: related_files needs a violation file_path or a modified file")?;
+        let p = Path::new(&anchor);
+        let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut related = Vec::new();
+        let abs_dir = self.rt.workspace.root().join(&dir);
+        if let Ok(entries) = std::fs::read_dir(&abs_dir) {
+            let mut names: Vec<_> = entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            for n in names {
+                let rel = dir.join(&n).to_string_lossy().into_owned();
+                if rel != anchor && abs_dir.join(&n).is_file() {
+                    related.push(rel);
+                }
+            }
+        }
+        let search = Action::Search {
+            pattern: regex::escape(&stem),
+            glob: None,
+            path: None,
+        };
+        let hits = tools::execute_file_action(&self.rt.workspace, &search, &self.dir.snapshots_dir().join("unused"));
+        Ok(format!(
+            "files next to {anchor}:\n{}\nmentions of `{stem}`:\n{}",
+            related.iter().take(20).map(|r| format!("- {r}")).collect::<Vec<_>>().join("\n"),
+            hits.content.unwrap_or_default()
+        ))
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+fn find_section(v: &Value, id: &str) -> Option<Value> {
+    match v {
+        Value::Object(m) => {
+            if m.get("id").and_then(Value::as_str) == Some(id) {
+                return Some(v.clone());
+            }
+            if let Some(found) = m.get(id) {
+                return Some(found.clone());
+            }
+            m.values().find_map(|x| find_section(x, id))
+        }
+        Value::Array(a) => a.iter().find_map(|x| find_section(x, id)),
+        _ => None,
+    }
+}

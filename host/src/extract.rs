@@ -1,0 +1,296 @@
+//! Understanding: facts extracted from tool output (seed 000 §4.2).
+//!
+//! Raw tool output is never shown to the model; the facts drawn from it are. Each
+//! extractor sits behind [`FactExtractor`] so the plugin system can replace the native
+//! rule sets here with WASM components without touching the executor.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::state_store::{ActionResult, Fact, FactCategory};
+
+/// Most facts kept in the task state.
+pub const MAX_FACTS: usize = 20;
+
+/// Turns one tool output into facts.
+pub trait FactExtractor: Send + Sync {
+    /// Name, recorded as the facts' source.
+    fn name(&self) -> &str;
+    /// Extracts facts; an empty list means no rule matched.
+    fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact>;
+}
+
+/// The extractors of a run, tried in order.
+pub struct Extractors {
+    list: Vec<Box<dyn FactExtractor>>,
+}
+
+impl Default for Extractors {
+    fn default() -> Self {
+        Extractors::builtin()
+    }
+}
+
+impl Extractors {
+    /// The native rule sets (cargo test, rustc/clippy diagnostics, pytest).
+    pub fn builtin() -> Extractors {
+        Extractors {
+            list: vec![Box::new(CargoRules), Box::new(PytestRules)],
+        }
+    }
+
+    /// Adds an extractor (used by the plugin loader).
+    pub fn push(&mut self, e: Box<dyn FactExtractor>) {
+        self.list.push(e);
+    }
+
+    /// All facts any extractor draws from `output`; a generic result fact if none matched.
+    /// `tool` is the check or action name and becomes the source of verification facts.
+    pub fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {
+        let mut facts: Vec<Fact> = self
+            .list
+            .iter()
+            .flat_map(|e| e.extract(tool, output, result, step))
+            .collect();
+        if facts.is_empty() {
+            let last = output
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("(no output)");
+            facts.push(fact(
+                step,
+                FactCategory::Verification,
+                format!("`{tool}` result: {result}; last line: {}", cut(last, 160)),
+                1.0,
+                tool,
+            ));
+        }
+        for (i, f) in facts.iter_mut().enumerate() {
+            f.id = format!("f{step}-{}", i + 1);
+        }
+        facts
+    }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+fn fact(step: u64, category: FactCategory, statement: String, confidence: f32, source: &str) -> Fact {
+    Fact {
+        id: String::new(),
+        category,
+        statement,
+        confidence,
+        source: source.to_string(),
+        step,
+        supersedes: None,
+    }
+}
+
+static CARGO_RESULT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored").unwrap()
+});
+static CARGO_FAILED_TEST: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^test (\S+) \.\.\. FAILED").unwrap());
+static CARGO_PANIC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"thread '([^']+)' panicked at ([^:\s]+):(\d+):\d+:\n(.*)").unwrap()
+});
+static RUSTC_DIAG: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^(error|warning)(\[[A-Z]\d+\])?: (.+)\n\s*--> ([^:\s]+):(\d+):\d+").unwrap()
+});
+
+/// cargo test summaries and failures, rustc and clippy diagnostics.
+pub struct CargoRules;
+
+impl FactExtractor for CargoRules {
+    fn name(&self) -> &str {
+        "cargo"
+    }
+
+    fn extract(&self, tool: &str, output: &str, _result: ActionResult, step: u64) -> Vec<Fact> {
+        let mut facts = Vec::new();
+        let (mut passed, mut failed, mut seen) = (0u64, 0u64, false);
+        for c in CARGO_RESULT.captures_iter(output) {
+            seen = true;
+            passed += c[2].parse::<u64>().unwrap_or(0);
+            failed += c[3].parse::<u64>().unwrap_or(0);
+        }
+        if seen {
+            facts.push(fact(
+                step,
+                FactCategory::Verification,
+                format!("{tool}: {passed} passed, {failed} failed"),
+                1.0,
+                tool,
+            ));
+        }
+        for c in CARGO_PANIC.captures_iter(output).take(5) {
+            facts.push(fact(
+                step,
+                FactCategory::Error,
+                format!("test {} panicked at {}:{}: {}", &c[1], &c[2], &c[3], cut(&c[4], 160)),
+                1.0,
+                tool,
+            ));
+        }
+        if !CARGO_PANIC.is_match(output) {
+            for c in CARGO_FAILED_TEST.captures_iter(output).take(5) {
+                facts.push(fact(step, FactCategory::Error, format!("test {} fails", &c[1]), 1.0, tool));
+            }
+        }
+        let mut diags = 0;
+        for c in RUSTC_DIAG.captures_iter(output) {
+            if &c[3] == "aborting due to 1 previous error" || c[3].starts_with("could not compile") {
+                continue;
+            }
+            diags += 1;
+            if diags > 5 {
+                continue;
+            }
+            let code = c.get(2).map(|m| m.as_str()).unwrap_or("");
+            facts.push(fact(
+                step,
+                FactCategory::Error,
+                format!("{}{} at {}:{}: {}", &c[1], code, &c[4], &c[5], cut(&c[3], 160)),
+                1.0,
+                tool,
+            ));
+        }
+        facts
+    }
+}
+
+static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^=+ (.*\b(?:passed|failed|error|errors)\b.*) in [\d.]+s.*=+$").unwrap()
+});
+static PYTEST_FAILED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^(?:FAILED|ERROR) (\S+)").unwrap());
+
+/// pytest summaries and failing test ids.
+pub struct PytestRules;
+
+impl FactExtractor for PytestRules {
+    fn name(&self) -> &str {
+        "pytest"
+    }
+
+    fn extract(&self, tool: &str, output: &str, _result: ActionResult, step: u64) -> Vec<Fact> {
+        let mut facts = Vec::new();
+        if let Some(c) = PYTEST_SUMMARY.captures_iter(output).last() {
+            facts.push(fact(step, FactCategory::Verification, format!("{tool}: {}", &c[1]), 1.0, tool));
+        }
+        for c in PYTEST_FAILED.captures_iter(output).take(5) {
+            facts.push(fact(step, FactCategory::Error, format!("test {} fails", &c[1]), 1.0, tool));
+        }
+        facts
+    }
+}
+
+/// Merges new facts into the store: a new verification or error fact from a source
+/// supersedes the older ones from that source, and the store keeps the
+/// [`MAX_FACTS`] most valuable (confidence, then category, then recency).
+pub fn merge_facts(store: &mut Vec<Fact>, new: Vec<Fact>) {
+    for mut f in new {
+        if matches!(f.category, FactCategory::Verification | FactCategory::Error) {
+            let old: Vec<String> = store
+                .iter()
+                .filter(|o| o.source == f.source && o.category == f.category && o.step < f.step)
+                .map(|o| o.id.clone())
+                .collect();
+            if !old.is_empty() {
+                store.retain(|o| !old.contains(&o.id));
+                f.supersedes.get_or_insert_with(|| old[0].clone());
+            }
+        }
+        store.push(f);
+    }
+    if store.len() > MAX_FACTS {
+        let score = |f: &Fact| {
+            let cat = match f.category {
+                FactCategory::Verification => 3.0,
+                FactCategory::Error => 2.5,
+                FactCategory::CodeStructure => 2.0,
+                FactCategory::Pattern => 1.5,
+                FactCategory::Inference => 1.0,
+            };
+            f.confidence as f64 * 10.0 + cat + f.step as f64 * 0.01
+        };
+        store.sort_by(|a, b| score(b).total_cmp(&score(a)));
+        store.truncate(MAX_FACTS);
+        store.sort_by_key(|f| f.step);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CARGO_FAIL: &str = "running 2 tests\ntest tests::adds ... FAILED\ntest tests::subs ... ok\n\nfailures:\n\n---- tests::adds stdout ----\n\nthread 'tests::adds' panicked at src/lib.rs:12:9:\nassertion `left == right` failed\n  left: 3\n right: 4\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+
+    #[test]
+    fn cargo_failure_gives_counts_and_location() {
+        let facts = Extractors::builtin().extract("tests", CARGO_FAIL, ActionResult::Failure, 3);
+        let statements: Vec<_> = facts.iter().map(|f| f.statement.as_str()).collect();
+        assert!(statements.contains(&"tests: 1 passed, 1 failed"), "{statements:?}");
+        assert!(
+            statements.iter().any(|s| s.contains("tests::adds panicked at src/lib.rs:12")),
+            "{statements:?}"
+        );
+        assert_eq!(facts[0].id, "f3-1");
+    }
+
+    #[test]
+    fn rustc_error_location() {
+        let out = "error[E0308]: mismatched types\n --> src/lib.rs:4:5\n  |\nerror: aborting due to 1 previous error\n";
+        let facts = Extractors::builtin().extract("check", out, ActionResult::Failure, 1);
+        assert_eq!(facts.len(), 1, "{facts:?}");
+        assert_eq!(facts[0].statement, "error[E0308] at src/lib.rs:4: mismatched types");
+    }
+
+    #[test]
+    fn pytest_summary() {
+        let out = "FAILED tests/test_a.py::test_x - assert 1 == 2\n========= 1 failed, 3 passed in 0.12s =========\n";
+        let facts = Extractors::builtin().extract("tests", out, ActionResult::Failure, 1);
+        assert_eq!(facts[0].statement, "tests: 1 failed, 3 passed");
+        assert_eq!(facts[1].statement, "test tests/test_a.py::test_x fails");
+    }
+
+    #[test]
+    fn generic_fact_when_no_rule_matches() {
+        let facts = Extractors::builtin().extract("lint", "all good\n", ActionResult::Success, 2);
+        assert_eq!(facts.len(), 1);
+        assert!(facts[0].statement.contains("all good"));
+    }
+
+    #[test]
+    fn newer_verification_fact_supersedes_older() {
+        let x = Extractors::builtin();
+        let mut store = Vec::new();
+        merge_facts(&mut store, x.extract("tests", CARGO_FAIL, ActionResult::Failure, 1));
+        let pass = "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured";
+        merge_facts(&mut store, x.extract("tests", pass, ActionResult::Success, 2));
+        assert_eq!(store.len(), 1, "{store:?}");
+        assert_eq!(store[0].statement, "tests: 2 passed, 0 failed");
+        assert_eq!(store[0].supersedes.as_deref(), Some("f1-1"));
+    }
+
+    #[test]
+    fn store_is_compacted_to_max() {
+        let mut store = Vec::new();
+        for s in 0..40 {
+            let mut f = fact(s, FactCategory::Inference, format!("fact {s}"), 0.5, &format!("src{s}"));
+            f.id = format!("f{s}-1");
+            merge_facts(&mut store, vec![f]);
+        }
+        assert_eq!(store.len(), MAX_FACTS);
+        assert!(store.iter().all(|f| f.step >= 20), "most recent kept");
+    }
+}

@@ -1,0 +1,20 @@
+//! AgentForge host library: the stateless step executor and everything it stands on.
+//!
+//! See `ARCHITECTURE.md` at the workspace root for the code map.
+
+pub mod commands;
+// WIP: re-enabled once the tools/context/providers modules land.
+// pub mod config;
+pub mod context;
+// pub mod executor;
+pub mod extract;
+pub mod fault;
+// pub mod gates;
+// pub mod guards;
+pub mod prompts;
+pub mod providers;
+// pub mod schemas;
+pub mod state_store;
+pub mod task;
+pub mod tools;
+pub mod working_memory;

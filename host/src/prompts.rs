@@ -1,0 +1,166 @@
+//! System prompt templates, one per phase and optionally per task type.
+//!
+//! Templates are minijinja files named `<task_type>.<phase>.j2` or `<phase>.j2`. The
+//! workspace's `prompts/` folder (or `[prompts] dir`) overrides the built-in copies
+//! compiled into the binary from the repository's `prompts/` folder. Lookup order:
+//! project `<task_type>.<phase>.j2`, built-in `<task_type>.<phase>.j2`, project
+//! `<phase>.j2`, built-in `<phase>.j2`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Built-in templates, compiled in so the binary works from any folder.
+const BUILTIN: &[(&str, &str)] = &[
+    ("analyze.j2", include_str!("../../prompts/analyze.j2")),
+    ("implement.j2", include_str!("../../prompts/implement.j2")),
+    ("verify.j2", include_str!("../../prompts/verify.j2")),
+    (
+        "fix_violation.implement.j2",
+        include_str!("../../prompts/fix_violation.implement.j2"),
+    ),
+    (
+        "write_tests.implement.j2",
+        include_str!("../../prompts/write_tests.implement.j2"),
+    ),
+    (
+        "implement_feature.implement.j2",
+        include_str!("../../prompts/implement_feature.implement.j2"),
+    ),
+];
+
+/// Values a template can use.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptVars<'a> {
+    /// Task type.
+    pub task_type: &'a str,
+    /// Current phase.
+    pub phase: &'a str,
+    /// The task's goal.
+    pub goal: &'a str,
+    /// Step about to run.
+    pub step: u64,
+    /// Step budget.
+    pub max_steps: u64,
+    /// Names of the actions offered.
+    pub actions: Vec<String>,
+}
+
+/// Errors finding or rendering a template.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// No template for this phase.
+    #[error("no system prompt template for task type `{task_type}`, phase `{phase}`: add {phase}.j2 or {task_type}.{phase}.j2 to the prompts folder")]
+    Missing {
+        /// Task type.
+        task_type: String,
+        /// Phase.
+        phase: String,
+    },
+    /// A template does not render.
+    #[error("prompt template {name}: {message}")]
+    Render {
+        /// Template file.
+        name: String,
+        /// minijinja's message, with the line.
+        message: String,
+    },
+}
+
+/// The prompt templates of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Prompts {
+    override_dir: Option<PathBuf>,
+}
+
+impl Prompts {
+    /// Built-in templates, overridden by files in `override_dir` when it exists.
+    pub fn new(override_dir: Option<&Path>) -> Prompts {
+        Prompts {
+            override_dir: override_dir.filter(|d| d.is_dir()).map(Path::to_path_buf),
+        }
+    }
+
+    fn source(&self, name: &str) -> Option<(String, String)> {
+        if let Some(dir) = &self.override_dir {
+            let p = dir.join(name);
+            if let Ok(text) = std::fs::read_to_string(&p) {
+                return Some((p.display().to_string(), text));
+            }
+        }
+        BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, t)| (format!("built-in {n}"), (*t).to_string()))
+    }
+
+    /// Renders the system prompt for the step described by `vars`.
+    pub fn render(&self, vars: &PromptVars<'_>) -> Result<String, PromptError> {
+        let specific = format!("{}.{}.j2", vars.task_type, vars.phase);
+        let generic = format!("{}.j2", vars.phase);
+        let (name, text) = self
+            .source(&specific)
+            .or_else(|| self.source(&generic))
+            .ok_or_else(|| PromptError::Missing {
+                task_type: vars.task_type.to_string(),
+                phase: vars.phase.to_string(),
+            })?;
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        let render_err = |e: minijinja::Error| PromptError::Render {
+            name: name.clone(),
+            message: e.to_string(),
+        };
+        env.add_template_owned("t", text).map_err(render_err)?;
+        let tmpl = env.get_template("t").map_err(render_err)?;
+        let out = tmpl.render(vars).map_err(render_err)?;
+        Ok(out.trim_end().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(task_type: &'static str, phase: &'static str) -> PromptVars<'static> {
+        PromptVars {
+            task_type,
+            phase,
+            goal: "Make the test pass",
+            step: 2,
+            max_steps: 20,
+            actions: vec!["read_file".into(), "edit_file".into()],
+        }
+    }
+
+    #[test]
+    fn task_type_specific_template_wins() {
+        let p = Prompts::new(None);
+        let s = p.render(&vars("fix_violation", "implement")).unwrap();
+        assert!(s.starts_with("You are fixing a conformance violation"), "{s}");
+        assert!(s.contains("read_file, edit_file"));
+        let g = p.render(&vars("other", "implement")).unwrap();
+        assert!(g.contains("Phase: IMPLEMENT"));
+    }
+
+    #[test]
+    fn project_folder_overrides_builtin() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("analyze.j2"), "Custom {{ phase }}").unwrap();
+        let p = Prompts::new(Some(dir.path()));
+        assert_eq!(p.render(&vars("x", "analyze")).unwrap(), "Custom analyze");
+    }
+
+    #[test]
+    fn missing_and_broken_templates_are_named() {
+        let p = Prompts::new(None);
+        let err = p.render(&vars("x", "nosuch")).unwrap_err();
+        assert!(err.to_string().contains("nosuch.j2"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("analyze.j2"), "{{ unknown_var }}").unwrap();
+        let err = Prompts::new(Some(dir.path()))
+            .render(&vars("x", "analyze"))
+            .unwrap_err();
+        assert!(err.to_string().contains("analyze.j2"), "{err}");
+    }
+}

@@ -1,0 +1,864 @@
+//! Crash-safe task state on disk.
+//!
+//! Layout per task, under `<workspace>/.agentforge/tasks/<task-id>/`:
+//!
+//! ```text
+//! task.yaml            immutable spec
+//! state.yaml           checkpoint of the mutable state (atomic rewrite)
+//! actions.jsonl        append-only audit log, one line per executed step (fsynced)
+//! working_memory.yaml  rolling buffer of loaded context (atomic rewrite)
+//! artifacts/{inputs,outputs,snapshots}/
+//! ```
+//!
+//! The log is the source of truth: a step counts as done once its line is on disk.
+//! Every line carries the state after that step, so a crash between the log append
+//! and the `state.yaml` rewrite is repaired on the next open by taking the state from
+//! the last line. A torn last line (the process died mid-write) is detected, moved to
+//! a `actions.jsonl.torn-*` file for the post-mortem, and cut from the log: that step
+//! was never recorded as done, so it runs again.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::providers::Usage;
+use crate::task::TaskSpec;
+use crate::working_memory::WorkingMemory;
+
+/// Overall status of a task.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Steps remain to be run.
+    #[default]
+    Running,
+    /// The agent completed with verification passing.
+    Complete,
+    /// The agent (or the host) asked for a human.
+    Escalated,
+    /// The task cannot be done (`cannot_fix`) or the host failed it.
+    Failed,
+    /// The step budget ran out.
+    BudgetExhausted,
+}
+
+impl TaskStatus {
+    /// Whether no more steps will run.
+    pub fn is_terminal(self) -> bool {
+        self != TaskStatus::Running
+    }
+}
+
+/// Outcome of one executed action.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionResult {
+    /// Did what was asked.
+    Success,
+    /// Did not do what was asked.
+    Failure,
+    /// Did part of it (e.g. some checks pass).
+    Partial,
+    /// Not run (refused by a guard, blocked).
+    Skipped,
+}
+
+impl std::fmt::Display for ActionResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ActionResult::Success => "success",
+            ActionResult::Failure => "failure",
+            ActionResult::Partial => "partial",
+            ActionResult::Skipped => "skipped",
+        })
+    }
+}
+
+/// Latest result of one verification command.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckStatus {
+    /// Whether the command passed.
+    pub passing: bool,
+    /// One-line summary (e.g. `3 passed, 1 failed`).
+    pub summary: String,
+    /// Whether this is a test suite (`run_tests`) rather than a check.
+    #[serde(default)]
+    pub is_test: bool,
+    /// Step at which it ran.
+    pub step: u64,
+}
+
+/// Verification status of a task.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    /// Per check name, its latest result.
+    #[serde(default)]
+    pub checks: BTreeMap<String, CheckStatus>,
+    /// All checks have run since the last change and pass.
+    #[serde(default)]
+    pub ready_for_completion: bool,
+    /// Step of the last verification run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_step: Option<u64>,
+}
+
+impl Verification {
+    /// Number of passing checks.
+    pub fn passing(&self) -> usize {
+        self.checks.values().filter(|c| c.passing).count()
+    }
+    /// Number of failing checks.
+    pub fn failing(&self) -> usize {
+        self.checks.values().filter(|c| !c.passing).count()
+    }
+    /// Whether all test suites pass; `None` when none has run.
+    pub fn tests_passing(&self) -> Option<bool> {
+        let mut tests = self.checks.values().filter(|c| c.is_test).peekable();
+        tests.peek()?;
+        Some(tests.all(|c| c.passing))
+    }
+}
+
+/// Category of a fact (seed 000 §4.1).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum FactCategory {
+    /// Code structure: files, functions, modifications.
+    CodeStructure,
+    /// Something inferred rather than observed.
+    Inference,
+    /// A recurring pattern.
+    Pattern,
+    /// Verification outcomes (test counts, check results).
+    Verification,
+    /// Errors seen.
+    Error,
+}
+
+/// A conclusion drawn from tool output, shown instead of the raw output.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Fact {
+    /// Stable id (`f<step>-<n>`).
+    pub id: String,
+    /// Category used to group facts in the context.
+    pub category: FactCategory,
+    /// One sentence.
+    pub statement: String,
+    /// 0.0 to 1.0.
+    pub confidence: f32,
+    /// Where it came from (tool or extractor name).
+    pub source: String,
+    /// Step that produced it.
+    pub step: u64,
+    /// Id of the fact this one replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+}
+
+/// An action the host refuses to run again, with why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BlockedAction {
+    /// Action signature (`name:target`).
+    pub signature: String,
+    /// Explanation shown to the model.
+    pub reason: String,
+    /// Step at which it was blocked.
+    pub since_step: u64,
+}
+
+/// Token accounting for a task.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TokenTotals {
+    /// Sum of prompt tokens counted by the host.
+    pub context_tokens: u64,
+    /// Largest prompt counted by the host.
+    pub max_context_tokens: u64,
+    /// Sum of input tokens reported by the provider.
+    pub input_tokens: u64,
+    /// Sum of output tokens reported by the provider.
+    pub output_tokens: u64,
+}
+
+/// The mutable state of a task (`state.yaml`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskState {
+    /// The task's id.
+    pub task_id: String,
+    /// The task type (context schema).
+    pub task_type: String,
+    /// Current phase.
+    pub phase: String,
+    /// Steps taken in the current phase.
+    #[serde(default)]
+    pub phase_steps: u64,
+    /// Number of steps recorded as done.
+    pub step: u64,
+    /// Step budget.
+    pub max_steps: u64,
+    /// Overall status.
+    pub status: TaskStatus,
+    /// Why the status is what it is (escalation reason, failure...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    /// Verification status.
+    #[serde(default)]
+    pub verification: Verification,
+    /// Facts extracted from tool output.
+    #[serde(default)]
+    pub facts: Vec<Fact>,
+    /// Pointer to the working memory file, relative to the task folder.
+    pub working_memory: String,
+    /// Actions refused until further notice.
+    #[serde(default)]
+    pub blocked_actions: Vec<BlockedAction>,
+    /// Workspace-relative files the agent changed.
+    #[serde(default)]
+    pub files_modified: Vec<String>,
+    /// Token totals.
+    #[serde(default)]
+    pub tokens: TokenTotals,
+    /// Invalid model replies in a row (no tool call, unknown tool, bad arguments).
+    #[serde(default)]
+    pub consecutive_invalid: u32,
+    /// Last step that changed workspace files (checks older than this are stale).
+    #[serde(default)]
+    pub last_change_step: u64,
+    /// What the next context must tell the model about the previous step
+    /// (a refused `complete`, an invalid reply, an auto-revert).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+}
+
+impl TaskState {
+    /// The state of a task that has not run yet.
+    pub fn initial(spec: &TaskSpec, phase: &str, max_steps: u64) -> TaskState {
+        TaskState {
+            task_id: spec.id.clone(),
+            task_type: spec.task_type.clone(),
+            phase: phase.to_string(),
+            phase_steps: 0,
+            step: 0,
+            max_steps,
+            status: TaskStatus::Running,
+            status_reason: None,
+            verification: Verification::default(),
+            facts: Vec::new(),
+            working_memory: WORKING_MEMORY_FILE.to_string(),
+            blocked_actions: Vec::new(),
+            files_modified: Vec::new(),
+            tokens: TokenTotals::default(),
+            consecutive_invalid: 0,
+            last_change_step: 0,
+            feedback: None,
+        }
+    }
+}
+
+/// One line of `actions.jsonl`: an executed step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ActionRecord {
+    /// Step number (1-based).
+    pub step: u64,
+    /// Phase the step ran in.
+    pub phase: String,
+    /// Action name as the model gave it (or `invalid_reply`).
+    pub action: String,
+    /// Main target (file path, check name...).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Arguments as the model gave them.
+    #[serde(default)]
+    pub parameters: serde_json::Value,
+    /// Outcome.
+    pub result: ActionResult,
+    /// One-line summary.
+    pub summary: String,
+    /// Error text, cut to a bounded length.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Wall time of the action (model call excluded).
+    pub duration_ms: u64,
+    /// RFC 3339 time the step finished.
+    pub timestamp: String,
+    /// Prompt tokens counted by the host (system + user + tools).
+    pub context_tokens: u64,
+    /// Usage reported by the provider.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Workspace-relative path of the full tool output, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_artifact: Option<String>,
+    /// The state after this step: what `state.yaml` is rebuilt from after a crash.
+    pub state_after: TaskState,
+}
+
+/// Errors of the state store. Each names the file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An I/O error on a named path.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or folder.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A stored file does not parse.
+    #[error("corrupt state file {path}: {message}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// Parser message.
+        message: String,
+    },
+    /// No task with that id.
+    #[error("no task `{id}` under {root} (list tasks with `agentforge task list`)")]
+    NotFound {
+        /// Requested id.
+        id: String,
+        /// Where it was looked for.
+        root: String,
+    },
+    /// Creating a task whose folder exists.
+    #[error("task `{id}` already exists at {path}; resume it with `agentforge resume {id}` or pick another id")]
+    Exists {
+        /// The id.
+        id: String,
+        /// Its folder.
+        path: String,
+    },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// File name of the working memory inside a task folder.
+pub const WORKING_MEMORY_FILE: &str = "working_memory.yaml";
+const LOG_FILE: &str = "actions.jsonl";
+
+/// Writes `bytes` to `path` atomically: temp file in the same folder, fsync, rename, fsync folder.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    // Persist the rename itself.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The store of all tasks of one workspace.
+#[derive(Debug, Clone)]
+pub struct TaskStore {
+    root: PathBuf,
+}
+
+impl TaskStore {
+    /// The store of `workspace` (tasks under `<workspace>/.agentforge/tasks`).
+    pub fn new(workspace: &Path) -> TaskStore {
+        TaskStore {
+            root: workspace.join(".agentforge").join("tasks"),
+        }
+    }
+
+    /// Folder holding all tasks.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Creates a task folder with its spec and initial state. Fails if it exists.
+    pub fn create(&self, spec: &TaskSpec, initial: &TaskState) -> Result<TaskDir, StoreError> {
+        let dir = self.root.join(&spec.id);
+        if dir.join("task.yaml").exists() {
+            return Err(StoreError::Exists {
+                id: spec.id.clone(),
+                path: dir.display().to_string(),
+            });
+        }
+        for sub in ["artifacts/inputs", "artifacts/outputs", "artifacts/snapshots"] {
+            let p = dir.join(sub);
+            fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
+        }
+        let task_dir = TaskDir { dir };
+        task_dir.save_working_memory(&WorkingMemory::default())?;
+        task_dir.save_state(initial)?;
+        // Inputs are kept verbatim for `load_context spec_section:` and post-mortems.
+        let inputs = task_dir.dir.join("artifacts/inputs/inputs.yaml");
+        let inputs_yaml = serde_yaml_ng::to_string(&spec.inputs).unwrap_or_default();
+        atomic_write(&inputs, inputs_yaml.as_bytes()).map_err(io_err("cannot write", &inputs))?;
+        // task.yaml last: its presence marks a fully created task.
+        let p = task_dir.dir.join("task.yaml");
+        atomic_write(&p, spec.to_yaml().as_bytes()).map_err(io_err("cannot write", &p))?;
+        Ok(task_dir)
+    }
+
+    /// Opens an existing task.
+    pub fn open(&self, id: &str) -> Result<TaskDir, StoreError> {
+        let dir = self.root.join(id);
+        if !dir.join("task.yaml").is_file() {
+            return Err(StoreError::NotFound {
+                id: id.to_string(),
+                root: self.root.display().to_string(),
+            });
+        }
+        Ok(TaskDir { dir })
+    }
+
+    /// Ids of all tasks, sorted.
+    pub fn list(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids = Vec::new();
+        let entries = match fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ids),
+            Err(e) => return Err(io_err("cannot list", &self.root)(e)),
+        };
+        for entry in entries.flatten() {
+            if entry.path().join("task.yaml").is_file() {
+                ids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+/// What opening a task's log found and repaired.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recovery {
+    /// A torn final line was cut from the log and saved to this file.
+    pub torn_line_saved_to: Option<PathBuf>,
+    /// `state.yaml` lagged the log and was rebuilt from the last record.
+    pub state_rebuilt_from_step: Option<u64>,
+}
+
+impl Recovery {
+    /// Whether anything was repaired.
+    pub fn repaired(&self) -> bool {
+        self.torn_line_saved_to.is_some() || self.state_rebuilt_from_step.is_some()
+    }
+}
+
+/// One task's folder.
+#[derive(Debug, Clone)]
+pub struct TaskDir {
+    dir: PathBuf,
+}
+
+impl TaskDir {
+    /// Opens a task folder directly (as `inspect` does with a path).
+    pub fn at(dir: PathBuf) -> TaskDir {
+        TaskDir { dir }
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Path of the action log.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    /// Folder of full tool outputs.
+    pub fn outputs_dir(&self) -> PathBuf {
+        self.dir.join("artifacts/outputs")
+    }
+
+    /// Folder of pre-change file snapshots.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.dir.join("artifacts/snapshots")
+    }
+
+    /// Folder of verified inputs.
+    pub fn inputs_dir(&self) -> PathBuf {
+        self.dir.join("artifacts/inputs")
+    }
+
+    /// Reads the immutable spec.
+    pub fn spec(&self) -> Result<TaskSpec, StoreError> {
+        let p = self.dir.join("task.yaml");
+        TaskSpec::load(&p).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads `state.yaml` as it is (see [`TaskDir::recover`] for the consistent state).
+    pub fn load_state(&self) -> Result<TaskState, StoreError> {
+        let p = self.dir.join("state.yaml");
+        let text = fs::read_to_string(&p).map_err(io_err("cannot read", &p))?;
+        serde_yaml_ng::from_str(&text).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Atomically rewrites `state.yaml`.
+    pub fn save_state(&self, state: &TaskState) -> Result<(), StoreError> {
+        let p = self.dir.join("state.yaml");
+        let yaml = serde_yaml_ng::to_string(state).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        atomic_write(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+    }
+
+    /// Reads the working memory (empty if the file is missing).
+    pub fn load_working_memory(&self) -> Result<WorkingMemory, StoreError> {
+        let p = self.dir.join(WORKING_MEMORY_FILE);
+        match fs::read_to_string(&p) {
+            Ok(text) => serde_yaml_ng::from_str(&text).map_err(|e| StoreError::Corrupt {
+                path: p.display().to_string(),
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(WorkingMemory::default()),
+            Err(e) => Err(io_err("cannot read", &p)(e)),
+        }
+    }
+
+    /// Atomically rewrites the working memory.
+    pub fn save_working_memory(&self, wm: &WorkingMemory) -> Result<(), StoreError> {
+        let p = self.dir.join(WORKING_MEMORY_FILE);
+        let yaml = serde_yaml_ng::to_string(wm).expect("working memory serializes");
+        atomic_write(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+    }
+
+    /// Appends one record to the log and fsyncs it. The step is done once this returns.
+    pub fn append_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
+        let p = self.log_path();
+        let mut line = serde_json::to_string(record).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .map_err(io_err("cannot open", &p))?;
+        if crate::fault::armed("torn_log", record.step) {
+            let half = &line.as_bytes()[..line.len() / 2];
+            let _ = f.write_all(half);
+            let _ = f.sync_all();
+            crate::fault::point("torn_log", record.step);
+        }
+        // One write call for the whole line keeps tearing to the last line only.
+        f.write_all(line.as_bytes())
+            .map_err(io_err("cannot append to", &p))?;
+        f.sync_all().map_err(io_err("cannot fsync", &p))?;
+        Ok(())
+    }
+
+    /// Reads every record. A torn last line is an error here: call [`TaskDir::recover`] first.
+    pub fn read_actions(&self) -> Result<Vec<ActionRecord>, StoreError> {
+        let p = self.log_path();
+        let text = match fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot read", &p)(e)),
+        };
+        parse_log(&text, &p)
+    }
+
+    /// The last `n` records, oldest first, read from the end of the log so the cost
+    /// does not grow with the log's length.
+    pub fn recent_actions(&self, n: usize) -> Result<Vec<ActionRecord>, StoreError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let p = self.log_path();
+        let mut f = match File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot open", &p)(e)),
+        };
+        let len = f.metadata().map_err(io_err("cannot stat", &p))?.len();
+        let mut chunk = 16 * 1024u64;
+        loop {
+            let start = len.saturating_sub(chunk);
+            f.seek(SeekFrom::Start(start))
+                .map_err(io_err("cannot seek", &p))?;
+            let mut buf = Vec::with_capacity((len - start) as usize);
+            f.read_to_end(&mut buf).map_err(io_err("cannot read", &p))?;
+            let text = String::from_utf8_lossy(&buf);
+            // Skip a partial first line unless we read from the file's start.
+            let body = if start == 0 {
+                &text[..]
+            } else {
+                match text.find('\n') {
+                    Some(i) => &text[i + 1..],
+                    None => "",
+                }
+            };
+            let complete_lines = body.lines().filter(|l| !l.trim().is_empty()).count();
+            if complete_lines >= n || start == 0 {
+                let records = parse_log(body, &p)?;
+                let skip = records.len().saturating_sub(n);
+                return Ok(records.into_iter().skip(skip).collect());
+            }
+            chunk *= 4;
+        }
+    }
+
+    /// Brings the task folder to a consistent state after a crash and returns that state.
+    ///
+    /// - A final line without its newline, or one that does not parse, is torn: it is
+    ///   saved to `actions.jsonl.torn-<unix-ms>`, cut from the log, and reported.
+    /// - A corrupt line before the last is not repairable and is an error.
+    /// - If the log holds steps `state.yaml` does not reflect, the state is taken from
+    ///   the last record and `state.yaml` rewritten.
+    pub fn recover(&self) -> Result<(TaskState, Recovery), StoreError> {
+        let mut recovery = Recovery::default();
+        let p = self.log_path();
+        let bytes = match fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err("cannot read", &p)(e)),
+        };
+        // Find the end of the last complete, parseable line.
+        let mut good_len = bytes.len();
+        if !bytes.is_empty() {
+            let last_nl = bytes.iter().rposition(|&b| b == b'\n');
+            let tail_start = last_nl.map(|i| i + 1).unwrap_or(0);
+            if tail_start < bytes.len() {
+                // Bytes after the last newline: a torn write.
+                good_len = tail_start;
+            } else {
+                // Ends with a newline: the last line must parse.
+                let prev_nl = bytes[..bytes.len() - 1]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map(|i| i + 1)
+                    .unwrap_or(0);
+                let last = &bytes[prev_nl..bytes.len() - 1];
+                if serde_json::from_slice::<ActionRecord>(last).is_err() {
+                    good_len = prev_nl;
+                }
+            }
+        }
+        if good_len < bytes.len() {
+            let torn = &bytes[good_len..];
+            let millis = chrono::Utc::now().timestamp_millis();
+            let saved = self.dir.join(format!("{LOG_FILE}.torn-{millis}"));
+            atomic_write(&saved, torn).map_err(io_err("cannot write", &saved))?;
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .map_err(io_err("cannot open", &p))?;
+            f.set_len(good_len as u64)
+                .map_err(io_err("cannot truncate", &p))?;
+            f.sync_all().map_err(io_err("cannot fsync", &p))?;
+            recovery.torn_line_saved_to = Some(saved);
+        }
+        let text = String::from_utf8_lossy(&bytes[..good_len]);
+        let last = last_record(&text, &p)?;
+        let mut state = self.load_state()?;
+        if let Some(last) = last {
+            if last.step > state.step {
+                state = last.state_after.clone();
+                self.save_state(&state)?;
+                recovery.state_rebuilt_from_step = Some(last.step);
+            } else if last.step < state.step {
+                return Err(StoreError::Corrupt {
+                    path: self.dir.join("state.yaml").display().to_string(),
+                    message: format!(
+                        "state.yaml says {} steps are done but {} records only {}; \
+                         the state file was edited or the log truncated by hand",
+                        state.step,
+                        p.display(),
+                        last.step
+                    ),
+                });
+            }
+        } else if state.step > 0 {
+            return Err(StoreError::Corrupt {
+                path: self.dir.join("state.yaml").display().to_string(),
+                message: format!(
+                    "state.yaml says {} steps are done but {} is empty",
+                    state.step,
+                    p.display()
+                ),
+            });
+        }
+        Ok((state, recovery))
+    }
+
+    /// Writes a full tool output for `step` and returns its path relative to the task folder.
+    pub fn write_output(&self, step: u64, name: &str, content: &str) -> Result<String, StoreError> {
+        let rel = format!("artifacts/outputs/step-{step:04}-{name}.txt");
+        let p = self.dir.join(&rel);
+        atomic_write(&p, content.as_bytes()).map_err(io_err("cannot write", &p))?;
+        Ok(rel)
+    }
+
+    /// Reads a file relative to the task folder.
+    pub fn read_relative(&self, rel: &str) -> Result<String, StoreError> {
+        let p = self.dir.join(rel);
+        fs::read_to_string(&p).map_err(io_err("cannot read", &p))
+    }
+}
+
+fn parse_log(text: &str, path: &Path) -> Result<Vec<ActionRecord>, StoreError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| StoreError::Corrupt {
+                path: path.display().to_string(),
+                message: format!("line {}: {e}", i + 1),
+            })
+        })
+        .collect()
+}
+
+fn last_record(text: &str, path: &Path) -> Result<Option<ActionRecord>, StoreError> {
+    match text.lines().rev().find(|l| !l.trim().is_empty()) {
+        None => Ok(None),
+        Some(l) => serde_json::from_str(l)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: path.display().to_string(),
+                message: format!("last line: {e}"),
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> TaskSpec {
+        TaskSpec::parse(
+            "id: t1\ntask_type: fix_violation\ngoal: fix it\n",
+            "task.yaml",
+        )
+        .unwrap()
+    }
+
+    fn record(step: u64, state: &TaskState) -> ActionRecord {
+        let mut after = state.clone();
+        after.step = step;
+        ActionRecord {
+            step,
+            phase: "implement".into(),
+            action: "read_file".into(),
+            target: Some("src/lib.rs".into()),
+            parameters: serde_json::json!({"path": "src/lib.rs"}),
+            result: ActionResult::Success,
+            summary: "read".into(),
+            error: None,
+            duration_ms: 1,
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            context_tokens: 100,
+            usage: Usage::default(),
+            output_artifact: None,
+            state_after: after,
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, TaskDir, TaskState) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = TaskStore::new(tmp.path());
+        let st = TaskState::initial(&spec(), "analyze", 10);
+        let dir = store.create(&spec(), &st).unwrap();
+        (tmp, dir, st)
+    }
+
+    #[test]
+    fn create_twice_is_an_error() {
+        let (tmp, _dir, st) = setup();
+        let err = TaskStore::new(tmp.path()).create(&spec(), &st).unwrap_err();
+        assert!(matches!(err, StoreError::Exists { .. }));
+    }
+
+    #[test]
+    fn recent_actions_reads_the_tail() {
+        let (_tmp, dir, st) = setup();
+        for s in 1..=50 {
+            dir.append_action(&record(s, &st)).unwrap();
+        }
+        let recent = dir.recent_actions(3).unwrap();
+        assert_eq!(recent.iter().map(|r| r.step).collect::<Vec<_>>(), [48, 49, 50]);
+        assert_eq!(dir.read_actions().unwrap().len(), 50);
+    }
+
+    #[test]
+    fn torn_last_line_is_saved_and_cut() {
+        let (_tmp, dir, st) = setup();
+        dir.append_action(&record(1, &st)).unwrap();
+        let mut f = OpenOptions::new().append(true).open(dir.log_path()).unwrap();
+        f.write_all(b"{\"step\":2,\"pha").unwrap();
+        let (state, rec) = dir.recover().unwrap();
+        let saved = rec.torn_line_saved_to.expect("torn line reported");
+        assert_eq!(fs::read_to_string(saved).unwrap(), "{\"step\":2,\"pha");
+        assert_eq!(dir.read_actions().unwrap().len(), 1);
+        // State lagged the log by one step: rebuilt from the record.
+        assert_eq!(state.step, 1);
+        assert_eq!(rec.state_rebuilt_from_step, Some(1));
+        assert_eq!(dir.load_state().unwrap().step, 1);
+    }
+
+    #[test]
+    fn unparseable_last_line_with_newline_is_torn_too() {
+        let (_tmp, dir, st) = setup();
+        dir.append_action(&record(1, &st)).unwrap();
+        let mut f = OpenOptions::new().append(true).open(dir.log_path()).unwrap();
+        f.write_all(b"{\"step\":2}\n").unwrap();
+        let (_, rec) = dir.recover().unwrap();
+        assert!(rec.torn_line_saved_to.is_some());
+        assert_eq!(dir.read_actions().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn corrupt_middle_line_is_an_error_not_a_repair() {
+        let (_tmp, dir, st) = setup();
+        dir.append_action(&record(1, &st)).unwrap();
+        let mut f = OpenOptions::new().append(true).open(dir.log_path()).unwrap();
+        f.write_all(b"garbage\n").unwrap();
+        dir.append_action(&record(2, &st)).unwrap();
+        let err = dir.read_actions().unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn clean_log_needs_no_repair() {
+        let (_tmp, dir, st) = setup();
+        let r = record(1, &st);
+        dir.append_action(&r).unwrap();
+        dir.save_state(&r.state_after).unwrap();
+        let (state, rec) = dir.recover().unwrap();
+        assert!(!rec.repaired());
+        assert_eq!(state, r.state_after);
+    }
+
+    #[test]
+    fn state_ahead_of_log_is_reported() {
+        let (_tmp, dir, st) = setup();
+        let mut ahead = st.clone();
+        ahead.step = 3;
+        dir.save_state(&ahead).unwrap();
+        assert!(matches!(dir.recover(), Err(StoreError::Corrupt { .. })));
+    }
+}
