@@ -21,7 +21,7 @@ inputs:
     message: status is broken
 checks:
   - name: tests
-    command: grep -q 'status: fixed' notes.txt
+    command: "grep -q 'status: fixed' notes.txt"
     kind: test
 max_steps: 10
 "#;

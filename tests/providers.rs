@@ -44,9 +44,9 @@ fn provider_with(server: &ScriptedServer, s: &ProviderSettings) -> Provider {
         Protocol::Anthropic => {
             Provider::Anthropic(AnthropicProvider::new(&server.base_url(), KEY.into(), s).unwrap())
         }
-        Protocol::OpenAi => Provider::OpenAi(
-            OpenAiProvider::new(&server.base_url(), Some(KEY.into()), s).unwrap(),
-        ),
+        Protocol::OpenAi => {
+            Provider::OpenAi(OpenAiProvider::new(&server.base_url(), Some(KEY.into()), s).unwrap())
+        }
     }
 }
 
@@ -139,7 +139,13 @@ async fn check_happy_path(p: Protocol) {
     let req = request(1, ToolMode::Native);
     let resp = provider.complete(&req).await.unwrap();
     assert_read_call(&resp.reply);
-    assert_eq!(resp.usage, Usage { input_tokens: 123, output_tokens: 45 });
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 123,
+            output_tokens: 45
+        }
+    );
     assert_eq!(resp.model, "test-model-1");
 
     // A second call carries no history: again exactly system + user.
@@ -167,19 +173,28 @@ async fn check_happy_path(p: Protocol) {
                 assert_eq!(r.body["system"], json!(sent.system));
                 assert_eq!(r.body["tool_choice"], json!({"type": "any"}));
                 assert_eq!(r.body["tools"][0]["input_schema"], tools()[0].input_schema);
-                assert_eq!(r.body["tools"][1]["description"], json!("Replace text in a file."));
+                assert_eq!(
+                    r.body["tools"][1]["description"],
+                    json!("Replace text in a file.")
+                );
                 assert!(r.header("authorization").is_none());
             }
             Protocol::OpenAi => {
                 assert_eq!(r.path, "/v1/chat/completions");
-                assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+                assert_eq!(
+                    r.header("authorization"),
+                    Some(format!("Bearer {KEY}").as_str())
+                );
                 let msgs = r.messages();
                 assert_eq!(msgs.len(), 2);
                 assert_eq!(msgs[0]["role"], "system");
                 assert_eq!(msgs[1]["role"], "user");
                 assert_eq!(r.body["tool_choice"], json!("required"));
                 assert_eq!(r.body["tools"][0]["type"], json!("function"));
-                assert_eq!(r.body["tools"][0]["function"]["parameters"], tools()[0].input_schema);
+                assert_eq!(
+                    r.body["tools"][0]["function"]["parameters"],
+                    tools()[0].input_schema
+                );
                 assert!(r.header("x-api-key").is_none());
             }
         }
@@ -191,22 +206,32 @@ both_protocols!(happy_path, check_happy_path);
 // ------------------------------------------------------------------ retries
 
 async fn check_429_retry_after(p: Protocol) {
-    let server = ScriptedServer::start(p, vec![Scripted::status_retry_after(429, 1), read_call()]).await;
+    let server =
+        ScriptedServer::start(p, vec![Scripted::status_retry_after(429, 1), read_call()]).await;
     let start = Instant::now();
-    let resp = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap();
+    let resp = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
     assert_read_call(&resp.reply);
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2, "retried exactly once");
     // Backoff is configured at 10-40 ms: only retry-after explains >= 1 s.
     assert!(start.elapsed() >= Duration::from_secs(1));
     let gap = reqs[1].received_at.duration_since(reqs[0].received_at);
-    assert!(gap >= Duration::from_millis(990), "retry came after {gap:?}");
+    assert!(
+        gap >= Duration::from_millis(990),
+        "retry came after {gap:?}"
+    );
 }
 both_protocols!(retry_after_429_is_honoured, check_429_retry_after);
 
 async fn check_status_then_success(p: Protocol, status: u16) {
     let server = ScriptedServer::start(p, vec![Scripted::status(status), read_call()]).await;
-    let resp = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap();
+    let resp = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
     assert_read_call(&resp.reply);
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
@@ -226,46 +251,77 @@ both_protocols!(overloaded_529_is_retried, check_529_then_success);
 async fn check_timeout_then_success(p: Protocol) {
     let server = ScriptedServer::start(
         p,
-        vec![Scripted::delay(Duration::from_secs(3), read_call()), read_call()],
+        vec![
+            Scripted::delay(Duration::from_secs(6), read_call()),
+            read_call(),
+        ],
     )
     .await;
     let mut s = settings(kind_of(p));
-    s.timeout = Duration::from_millis(400);
+    s.timeout = Duration::from_millis(800);
     let start = Instant::now();
-    let resp = provider_with(&server, &s).complete(&request(1, ToolMode::Native)).await.unwrap();
+    let resp = provider_with(&server, &s)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
     assert_read_call(&resp.reply);
     assert_eq!(server.request_count(), 2);
-    assert!(start.elapsed() >= Duration::from_millis(400));
-    assert!(start.elapsed() < Duration::from_secs(3), "did not wait for the slow answer");
+    assert!(start.elapsed() >= Duration::from_millis(800));
+    assert!(
+        start.elapsed() < Duration::from_secs(6),
+        "did not wait for the slow answer"
+    );
 }
 both_protocols!(timeout_is_retried, check_timeout_then_success);
 
 async fn check_garbage_then_success(p: Protocol) {
     let server = ScriptedServer::start(
         p,
-        vec![Scripted::garbage(), Scripted::raw(200, r#"{"unexpected": true}"#), read_call()],
+        vec![
+            Scripted::garbage(),
+            Scripted::raw(200, r#"{"unexpected": true}"#),
+            read_call(),
+        ],
     )
     .await;
-    let resp = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap();
+    let resp = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
     assert_read_call(&resp.reply);
-    assert_eq!(server.request_count(), 3, "non-JSON and wrong-shape bodies are both retried");
+    assert_eq!(
+        server.request_count(),
+        3,
+        "non-JSON and wrong-shape bodies are both retried"
+    );
 }
 both_protocols!(garbage_body_is_retried, check_garbage_then_success);
 
 async fn check_dropped_connection_then_success(p: Protocol) {
     let server = ScriptedServer::start(p, vec![Scripted::drop_connection(), read_call()]).await;
-    let resp = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap();
+    let resp = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
     assert_read_call(&resp.reply);
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[0].answered, "drop");
 }
-both_protocols!(dropped_connection_is_retried, check_dropped_connection_then_success);
+both_protocols!(
+    dropped_connection_is_retried,
+    check_dropped_connection_then_success
+);
 
 async fn check_retries_exhausted(p: Protocol) {
     let server = ScriptedServer::start(
         p,
-        vec![Scripted::status(500), Scripted::status(503), Scripted::status(500), read_call()],
+        vec![
+            Scripted::status(500),
+            Scripted::status(503),
+            Scripted::status(500),
+            read_call(),
+        ],
     )
     .await;
     let mut s = settings(kind_of(p));
@@ -298,7 +354,10 @@ async fn check_garbage_exhausted(p: Protocol) {
     assert!(err.to_string().contains("not JSON"), "{err}");
     assert_eq!(server.request_count(), 2);
 }
-both_protocols!(garbage_after_all_retries_is_invalid_response, check_garbage_exhausted);
+both_protocols!(
+    garbage_after_all_retries_is_invalid_response,
+    check_garbage_exhausted
+);
 
 async fn check_script_exhausted(p: Protocol) {
     let server = ScriptedServer::start(p, vec![]).await;
@@ -317,9 +376,17 @@ both_protocols!(empty_script_answers_500, check_script_exhausted);
 
 async fn check_401_auth(p: Protocol) {
     let server = ScriptedServer::start(p, vec![Scripted::status(401), read_call()]).await;
-    let err = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap_err();
+    let err = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap_err();
     match &err {
-        ProviderError::Auth { provider, env_var, status, .. } => {
+        ProviderError::Auth {
+            provider,
+            env_var,
+            status,
+            ..
+        } => {
             assert_eq!(*provider, kind_of(p).as_str());
             assert_eq!(env_var, env_var_of(p));
             assert_eq!(*status, 401);
@@ -328,7 +395,10 @@ async fn check_401_auth(p: Protocol) {
     }
     let msg = err.to_string();
     assert!(msg.contains(env_var_of(p)), "{msg}");
-    assert!(!msg.contains(KEY) && !format!("{err:?}").contains(KEY), "{msg}");
+    assert!(
+        !msg.contains(KEY) && !format!("{err:?}").contains(KEY),
+        "{msg}"
+    );
     assert_eq!(server.request_count(), 1, "auth errors are not retried");
 }
 both_protocols!(unauthorized_names_env_var, check_401_auth);
@@ -342,8 +412,14 @@ async fn check_wrong_key_is_auth(p: Protocol) {
         .await;
     let mut s = settings(kind_of(p));
     s.api_key_env = Some("MY_CUSTOM_KEY".into());
-    let err = provider_with(&server, &s).complete(&request(1, ToolMode::Native)).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Auth { status: 401, .. }), "{err:?}");
+    let err = provider_with(&server, &s)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Auth { status: 401, .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("MY_CUSTOM_KEY"), "{err}");
     assert!(!err.to_string().contains(KEY));
     assert_eq!(server.remaining(), 1);
@@ -352,7 +428,10 @@ both_protocols!(wrong_key_is_auth_error, check_wrong_key_is_auth);
 
 async fn check_400_rejected(p: Protocol) {
     let server = ScriptedServer::start(p, vec![Scripted::status(400), read_call()]).await;
-    let err = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap_err();
+    let err = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap_err();
     match &err {
         ProviderError::Rejected { status, message } => {
             assert_eq!(*status, 400);
@@ -367,10 +446,19 @@ both_protocols!(bad_request_is_rejected_immediately, check_400_rejected);
 async fn check_key_redacted_from_echo(p: Protocol) {
     let body = json!({"error": {"message": format!("key {KEY} is not allowed here")}}).to_string();
     let server = ScriptedServer::start(p, vec![Scripted::raw(422, body)]).await;
-    let err = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap_err();
+    let err = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, ProviderError::Rejected { status: 422, .. }), "{err:?}");
-    assert!(!msg.contains(KEY) && msg.contains("key *** is not allowed"), "{msg}");
+    assert!(
+        matches!(err, ProviderError::Rejected { status: 422, .. }),
+        "{err:?}"
+    );
+    assert!(
+        !msg.contains(KEY) && msg.contains("key *** is not allowed"),
+        "{msg}"
+    );
 }
 both_protocols!(echoed_key_is_redacted, check_key_redacted_from_echo);
 
@@ -378,15 +466,36 @@ both_protocols!(echoed_key_is_redacted, check_key_redacted_from_echo);
 
 async fn check_text_only(p: Protocol) {
     let server = ScriptedServer::start(p, vec![Scripted::text("I think I am done.")]).await;
-    let resp = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap();
-    assert_eq!(resp.reply, ModelReply::NoToolCall { text: "I think I am done.".into() });
-    assert_eq!(resp.usage, Usage { input_tokens: 100, output_tokens: 20 });
+    let resp = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.reply,
+        ModelReply::NoToolCall {
+            text: "I think I am done.".into()
+        }
+    );
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 100,
+            output_tokens: 20
+        }
+    );
 }
 both_protocols!(text_only_is_no_tool_call, check_text_only);
 
 async fn check_malformed(p: Protocol) {
-    let server = ScriptedServer::start(p, vec![Scripted::malformed("edit_file", "{\"path\": \"a\",")]).await;
-    let resp = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap();
+    let server = ScriptedServer::start(
+        p,
+        vec![Scripted::malformed("edit_file", "{\"path\": \"a\",")],
+    )
+    .await;
+    let resp = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
     match resp.reply {
         ModelReply::MalformedArguments { name, raw, error } => {
             assert_eq!(name, "edit_file");
@@ -395,7 +504,11 @@ async fn check_malformed(p: Protocol) {
         }
         other => panic!("expected MalformedArguments, got {other:?}"),
     }
-    assert_eq!(server.request_count(), 1, "a bad answer is a value, not retried");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "a bad answer is a value, not retried"
+    );
 }
 both_protocols!(malformed_arguments, check_malformed);
 
@@ -408,10 +521,16 @@ async fn check_first_of_several_calls(p: Protocol) {
         ])],
     )
     .await;
-    let resp = provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap();
+    let resp = provider(&server)
+        .complete(&request(1, ToolMode::Native))
+        .await
+        .unwrap();
     assert_read_call(&resp.reply);
 }
-both_protocols!(first_of_several_tool_calls_is_taken, check_first_of_several_calls);
+both_protocols!(
+    first_of_several_tool_calls_is_taken,
+    check_first_of_several_calls
+);
 
 async fn check_text_mode(p: Protocol) {
     let answer = "Let me look.\n\n```action\nname: edit_file\nparameters:\n  path: src/lib.rs\n  old: |\n    fn a() {}\n  new: |\n    fn b() {}\n```\n";
@@ -431,7 +550,12 @@ async fn check_text_mode(p: Protocol) {
         }
     );
     let resp = provider.complete(&req).await.unwrap();
-    assert_eq!(resp.reply, ModelReply::NoToolCall { text: "no block here".into() });
+    assert_eq!(
+        resp.reply,
+        ModelReply::NoToolCall {
+            text: "no block here".into()
+        }
+    );
 
     let r = &server.requests()[0];
     assert!(r.is_valid(), "{:?}", r.validation_error);
@@ -439,8 +563,14 @@ async fn check_text_mode(p: Protocol) {
     let user = r.user_text();
     assert!(user.starts_with(&req.user), "{user}");
     assert!(user.contains("```action"), "{user}");
-    assert!(user.contains("- read_file: Read a file of the workspace."), "{user}");
-    assert!(user.contains("- edit_file: Replace text in a file."), "{user}");
+    assert!(
+        user.contains("- read_file: Read a file of the workspace."),
+        "{user}"
+    );
+    assert!(
+        user.contains("- edit_file: Replace text in a file."),
+        "{user}"
+    );
     assert_eq!(r.system_text(), req.system);
 }
 both_protocols!(text_mode_parses_action_block, check_text_mode);
@@ -453,7 +583,10 @@ async fn check_native_without_tools(p: Protocol) {
     assert!(matches!(err, ProviderError::Config(_)), "{err:?}");
     assert_eq!(server.request_count(), 0);
 }
-both_protocols!(native_mode_without_tools_is_config_error, check_native_without_tools);
+both_protocols!(
+    native_mode_without_tools_is_config_error,
+    check_native_without_tools
+);
 
 #[tokio::test]
 async fn openai_without_key_sends_no_authorization() {
@@ -480,7 +613,12 @@ async fn openai_from_settings_with_base_url_and_no_key() {
     s.base_url = Some(server.base_url());
     let p = Provider::from_settings_with_env(&s, &|_| None).unwrap();
     assert_eq!(p.name(), "openai");
-    assert_read_call(&p.complete(&request(1, ToolMode::Native)).await.unwrap().reply);
+    assert_read_call(
+        &p.complete(&request(1, ToolMode::Native))
+            .await
+            .unwrap()
+            .reply,
+    );
 }
 
 #[tokio::test]
@@ -499,7 +637,12 @@ async fn anthropic_from_settings_reads_key_and_base_url_from_env() {
     let p = Provider::from_settings_with_env(&settings(ProviderKind::Anthropic), &env).unwrap();
     assert_eq!(p.name(), "anthropic");
     assert!(!format!("{p:?}").contains(KEY));
-    assert_read_call(&p.complete(&request(1, ToolMode::Native)).await.unwrap().reply);
+    assert_read_call(
+        &p.complete(&request(1, ToolMode::Native))
+            .await
+            .unwrap()
+            .reply,
+    );
 }
 
 // ------------------------------------------------- the scripted server itself
@@ -529,7 +672,13 @@ async fn scripted_server_rejects_invalid_requests() {
     let resp = send(body.clone(), Some("Bearer k")).await.unwrap();
     assert_eq!(resp.status().as_u16(), 400);
     let err: Value = resp.json().await.unwrap();
-    assert!(err["error"]["message"].as_str().unwrap().contains("exactly 2"), "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exactly 2"),
+        "{err}"
+    );
 
     body["messages"].as_array_mut().unwrap().pop();
     let resp = send(body.clone(), None).await.unwrap();
@@ -563,7 +712,11 @@ async fn scripted_server_rejects_invalid_requests() {
     assert_eq!(resp.status().as_u16(), 400, "anthropic-version is required");
     let err: Value = resp.json().await.unwrap();
     assert_eq!(err["type"], "error");
-    assert_eq!(anthropic.remaining(), 1, "invalid requests do not consume the script");
+    assert_eq!(
+        anthropic.remaining(),
+        1,
+        "invalid requests do not consume the script"
+    );
     let resp = client
         .get(format!("{}/v1/models", anthropic.base_url()))
         .send()
@@ -580,13 +733,28 @@ fn background_server_serves_a_client_on_another_runtime() {
     );
     let addr = server.addr();
     let env = server.env_vars(KEY);
-    assert_eq!(env[0], ("ANTHROPIC_BASE_URL".to_string(), server.base_url()));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    assert_eq!(
+        env[0],
+        ("ANTHROPIC_BASE_URL".to_string(), server.base_url())
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let resp = rt.block_on(async {
-        provider(&server).complete(&request(1, ToolMode::Native)).await.unwrap()
+        provider(&server)
+            .complete(&request(1, ToolMode::Native))
+            .await
+            .unwrap()
     });
     assert_read_call(&resp.reply);
-    assert_eq!(resp.usage, Usage { input_tokens: 7, output_tokens: 3 });
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 7,
+            output_tokens: 3
+        }
+    );
     assert!(server.wait_for_requests_blocking(2, Duration::from_secs(1)));
     drop(server);
     assert!(
@@ -617,7 +785,10 @@ fn background_server_answers_raw_http_without_any_client_runtime() {
     s.read_to_string(&mut out).unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     let json: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
-    assert_eq!(json["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "read_file");
+    assert_eq!(
+        json["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "read_file"
+    );
     assert_eq!(
         json["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
         json!("{\"path\":\"src/lib.rs\"}")
@@ -652,7 +823,13 @@ async fn replay_maps_lines_to_steps() {
 
     let r1 = p.complete(&request(1, ToolMode::Native)).await.unwrap();
     assert_read_call(&r1.reply);
-    assert_eq!(r1.usage, Usage { input_tokens: 11, output_tokens: 2 });
+    assert_eq!(
+        r1.usage,
+        Usage {
+            input_tokens: 11,
+            output_tokens: 2
+        }
+    );
     assert_eq!(r1.model, "test-model-1");
 
     let r2 = p.complete(&request(2, ToolMode::Native)).await.unwrap();
@@ -672,7 +849,12 @@ async fn replay_maps_lines_to_steps() {
         r3.reply
     );
     let r4 = p.complete(&request(4, ToolMode::Native)).await.unwrap();
-    assert_eq!(r4.reply, ModelReply::NoToolCall { text: "just words".into() });
+    assert_eq!(
+        r4.reply,
+        ModelReply::NoToolCall {
+            text: "just words".into()
+        }
+    );
 
     // Deterministic: asking again gives the same answer.
     let again = p.complete(&request(1, ToolMode::Native)).await.unwrap();
@@ -681,7 +863,10 @@ async fn replay_maps_lines_to_steps() {
     let err = p.complete(&request(5, ToolMode::Native)).await.unwrap_err();
     assert!(matches!(err, ProviderError::Replay(_)), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("4 responses") && msg.contains("step 5"), "{msg}");
+    assert!(
+        msg.contains("4 responses") && msg.contains("step 5"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
@@ -697,7 +882,10 @@ async fn replay_bad_line_names_file_and_line() {
     assert!(msg.contains("line 2"), "{msg}");
 
     let missing = ReplayProvider::open(std::path::Path::new("/nonexistent/rec.jsonl")).unwrap_err();
-    assert!(missing.to_string().contains("/nonexistent/rec.jsonl"), "{missing}");
+    assert!(
+        missing.to_string().contains("/nonexistent/rec.jsonl"),
+        "{missing}"
+    );
 }
 
 #[tokio::test]
@@ -715,14 +903,20 @@ async fn recorded_http_session_replays_identically() {
     let mut recording = String::new();
     let mut answers = Vec::new();
     for step in 1..=3 {
-        let resp = live.complete(&request(step, ToolMode::Native)).await.unwrap();
+        let resp = live
+            .complete(&request(step, ToolMode::Native))
+            .await
+            .unwrap();
         recording.push_str(&record_line(&resp.reply, &resp.usage));
         recording.push('\n');
         answers.push(resp);
     }
     let replay = ReplayProvider::from_jsonl("recording", &recording);
     for (i, live_resp) in answers.iter().enumerate() {
-        let r = replay.complete(&request(i as u64 + 1, ToolMode::Native)).await.unwrap();
+        let r = replay
+            .complete(&request(i as u64 + 1, ToolMode::Native))
+            .await
+            .unwrap();
         assert_eq!(r.reply, live_resp.reply);
         assert_eq!(r.usage, live_resp.usage);
     }

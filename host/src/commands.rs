@@ -404,7 +404,13 @@ mod tests {
 
     fn is_zombie(pid: i32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
             .unwrap_or(false)
     }
 
@@ -495,6 +501,9 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, CommandError::Spawn { .. }), "{err:?}");
         let msg = err.to_string();
-        assert!(msg.contains("nope") && msg.contains("working directory"), "{msg}");
+        assert!(
+            msg.contains("nope") && msg.contains("working directory"),
+            "{msg}"
+        );
     }
 }

@@ -3,17 +3,16 @@
 //! See `ARCHITECTURE.md` at the workspace root for the code map.
 
 pub mod commands;
-// WIP: re-enabled once the tools/context/providers modules land.
-// pub mod config;
+pub mod config;
 pub mod context;
-// pub mod executor;
+pub mod executor;
 pub mod extract;
 pub mod fault;
-// pub mod gates;
-// pub mod guards;
+pub mod gates;
+pub mod guards;
 pub mod prompts;
 pub mod providers;
-// pub mod schemas;
+pub mod schemas;
 pub mod state_store;
 pub mod task;
 pub mod tools;

@@ -100,6 +100,7 @@ const IMPLEMENT_ACTIONS: &[&str] = &[
     "load_context",
     "run_check",
     "run_tests",
+    "complete",
     "escalate",
     "cannot_fix",
 ];

@@ -242,7 +242,11 @@ impl Scripted {
             Scripted::ToolCall { name, .. } => format!("tool_call {name}"),
             Scripted::ToolCalls { calls, .. } => format!(
                 "tool_calls {}",
-                calls.iter().map(|c| c.0.as_str()).collect::<Vec<_>>().join(",")
+                calls
+                    .iter()
+                    .map(|c| c.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
             ),
             Scripted::Text { .. } => "text".to_string(),
             Scripted::Malformed { name, .. } => format!("malformed {name}"),
@@ -606,7 +610,11 @@ impl Drop for ScriptedServer {
 }
 
 /// Accept connections until shutdown.
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -756,7 +764,8 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<HttpRequ
             .map(|(_, v)| v.clone())
     };
     let mut rest = buf[head_end + 4..].to_vec();
-    let chunked = get("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let chunked =
+        get("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
     let body = if chunked {
         loop {
             if let Some(body) = decode_chunked(&rest) {
@@ -1031,12 +1040,31 @@ fn validate(shared: &Shared, req: &RecordedRequest) -> Result<(), (u16, String)>
     };
     let path = req.path.split('?').next().unwrap_or_default();
     if path != expected_path {
-        return Err((404, format!("no route for {} {}: expected POST {expected_path}", req.method, req.path)));
+        return Err((
+            404,
+            format!(
+                "no route for {} {}: expected POST {expected_path}",
+                req.method, req.path
+            ),
+        ));
     }
     if req.method != "POST" {
-        return Err((405, format!("method {} not allowed: expected POST", req.method)));
+        return Err((
+            405,
+            format!("method {} not allowed: expected POST", req.method),
+        ));
     }
     check_key(shared, req)?;
+    if shared.protocol == Protocol::Anthropic {
+        match req.header("anthropic-version") {
+            Some("2023-06-01") => {}
+            other => {
+                return bad(format!(
+                    "anthropic-version header must be \"2023-06-01\", got {other:?}"
+                ))
+            }
+        }
+    }
     let ct = req.header("content-type").unwrap_or_default();
     if !ct.starts_with("application/json") {
         return bad(format!("content-type must be application/json, got {ct:?}"));
@@ -1067,7 +1095,10 @@ fn check_key(shared: &Shared, req: &RecordedRequest) -> Result<(), (u16, String)
             Some(v) => match v.strip_prefix("Bearer ") {
                 Some(k) => Some(k.to_string()),
                 None => {
-                    return Err((401, "Authorization header must be `Bearer <key>`".to_string()))
+                    return Err((
+                        401,
+                        "Authorization header must be `Bearer <key>`".to_string(),
+                    ))
                 }
             },
         },
@@ -1135,7 +1166,9 @@ fn validate_anthropic(tools: ToolsExpectation, body: &Value) -> Result<(), Strin
         Some(tc) if tc["type"] == "any" => Ok(()),
         other => Err(format!(
             "`tool_choice` must be {{\"type\":\"any\"}}, got {}",
-            other.map(Value::to_string).unwrap_or_else(|| "nothing".into())
+            other
+                .map(Value::to_string)
+                .unwrap_or_else(|| "nothing".into())
         )),
     }
 }
@@ -1190,15 +1223,22 @@ fn validate_openai(tools: ToolsExpectation, body: &Value) -> Result<(), String> 
         }
         names.push(name);
         if !f.get("description").is_some_and(Value::is_string) {
-            return Err(format!("`tools[{i}].function.description` must be a string"));
+            return Err(format!(
+                "`tools[{i}].function.description` must be a string"
+            ));
         }
-        object_schema(f.get("parameters"), &format!("tools[{i}].function.parameters"))?;
+        object_schema(
+            f.get("parameters"),
+            &format!("tools[{i}].function.parameters"),
+        )?;
     }
     match body.get("tool_choice") {
         Some(Value::String(s)) if s == "required" => Ok(()),
         other => Err(format!(
             "`tool_choice` must be \"required\", got {}",
-            other.map(Value::to_string).unwrap_or_else(|| "nothing".into())
+            other
+                .map(Value::to_string)
+                .unwrap_or_else(|| "nothing".into())
         )),
     }
 }
@@ -1237,13 +1277,17 @@ fn tool_name(name: Option<&Value>, i: usize) -> Result<String, String> {
     if valid {
         Ok(name.to_string())
     } else {
-        Err(format!("tool name {name:?} must match ^[a-zA-Z0-9_-]{{1,64}}$"))
+        Err(format!(
+            "tool name {name:?} must match ^[a-zA-Z0-9_-]{{1,64}}$"
+        ))
     }
 }
 
 fn object_schema(schema: Option<&Value>, at: &str) -> Result<(), String> {
     match schema {
         Some(s) if s.is_object() && s["type"] == "object" => Ok(()),
-        _ => Err(format!("`{at}` must be a JSON schema object with \"type\": \"object\"")),
+        _ => Err(format!(
+            "`{at}` must be a JSON schema object with \"type\": \"object\""
+        )),
     }
 }

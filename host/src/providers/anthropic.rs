@@ -118,10 +118,7 @@ impl AnthropicProvider {
 
     /// Classify a 2xx response body; `Err` says why it is not a valid
     /// Messages response.
-    pub fn parse_response(
-        req: &ModelRequest,
-        body: &Value,
-    ) -> Result<ModelResponse, String> {
+    pub fn parse_response(req: &ModelRequest, body: &Value) -> Result<ModelResponse, String> {
         let content = body
             .get("content")
             .and_then(Value::as_array)

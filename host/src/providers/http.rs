@@ -309,7 +309,12 @@ enum Attempt {
 
 /// `retry-after-ms` (milliseconds) or `retry-after` (seconds or HTTP date).
 pub(crate) fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));
@@ -317,7 +322,8 @@ pub(crate) fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
     }
     let v = get("retry-after")?;
     if let Ok(secs) = v.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0 && secs < 1e9)
+        return (0.0..1e9)
+            .contains(&secs)
             .then(|| Duration::from_secs_f64(secs));
     }
     let date = chrono::DateTime::parse_from_rfc2822(v).ok()?;
@@ -405,7 +411,10 @@ mod tests {
         assert_eq!(p.base_backoff(40), Duration::from_millis(250));
         for n in 1..5 {
             let b = p.backoff(n);
-            assert!(b >= p.base_backoff(n) / 2 && b <= p.base_backoff(n), "{b:?}");
+            assert!(
+                b >= p.base_backoff(n) / 2 && b <= p.base_backoff(n),
+                "{b:?}"
+            );
         }
         assert_eq!(p.max_attempts(), 4);
     }
@@ -419,13 +428,22 @@ mod tests {
         h.insert("retry-after-ms", HeaderValue::from_static("1500"));
         assert_eq!(parse_retry_after(&h), Some(Duration::from_millis(1500)));
         let mut h = HeaderMap::new();
-        h.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
         assert_eq!(parse_retry_after(&h), Some(Duration::ZERO));
         h.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(parse_retry_after(&h), None);
         let p = policy();
-        assert_eq!(p.retry_after_wait(Duration::from_secs(1)), Duration::from_secs(1));
-        assert_eq!(p.retry_after_wait(Duration::from_secs(3600)), RETRY_AFTER_CAP);
+        assert_eq!(
+            p.retry_after_wait(Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            p.retry_after_wait(Duration::from_secs(3600)),
+            RETRY_AFTER_CAP
+        );
     }
 
     #[test]
@@ -451,7 +469,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.redact("key sk-secret-value here"), "key *** here");
         let dbg = format!("{c:?}");
-        assert!(!dbg.contains("sk-secret-value") && dbg.contains("***"), "{dbg}");
+        assert!(
+            !dbg.contains("sk-secret-value") && dbg.contains("***"),
+            "{dbg}"
+        );
         let h = c.secret_header("Bearer ").unwrap().unwrap();
         assert!(h.is_sensitive());
         assert!(!format!("{h:?}").contains("sk-secret"));

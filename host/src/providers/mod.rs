@@ -501,8 +501,8 @@ mod tests {
     fn key_env_override_is_used_and_named() {
         let mut s = ProviderSettings::new(ProviderKind::Anthropic);
         s.api_key_env = Some("MY_KEY".into());
-        let err =
-            Provider::from_settings_with_env(&s, &env_of(&[("ANTHROPIC_API_KEY", "x")])).unwrap_err();
+        let err = Provider::from_settings_with_env(&s, &env_of(&[("ANTHROPIC_API_KEY", "x")]))
+            .unwrap_err();
         assert!(err.to_string().contains("MY_KEY"), "{err}");
         let p = Provider::from_settings_with_env(&s, &env_of(&[("MY_KEY", "sekrit-123")])).unwrap();
         assert_eq!(p.name(), "anthropic");
@@ -514,13 +514,17 @@ mod tests {
     #[test]
     fn base_url_resolution() {
         let s = ProviderSettings::new(ProviderKind::Anthropic);
-        let p = Provider::from_settings_with_env(&s, &env_of(&[("ANTHROPIC_API_KEY", "k")])).unwrap();
+        let p =
+            Provider::from_settings_with_env(&s, &env_of(&[("ANTHROPIC_API_KEY", "k")])).unwrap();
         let Provider::Anthropic(a) = &p else { panic!() };
         assert_eq!(a.base_url(), "https://api.anthropic.com");
 
         let p = Provider::from_settings_with_env(
             &s,
-            &env_of(&[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]),
+            &env_of(&[
+                ("ANTHROPIC_API_KEY", "k"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ]),
         )
         .unwrap();
         let Provider::Anthropic(a) = &p else { panic!() };
@@ -530,7 +534,10 @@ mod tests {
         s2.base_url = Some("http://127.0.0.1:7".into());
         let p = Provider::from_settings_with_env(
             &s2,
-            &env_of(&[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]),
+            &env_of(&[
+                ("ANTHROPIC_API_KEY", "k"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ]),
         )
         .unwrap();
         let Provider::Anthropic(a) = &p else { panic!() };
@@ -570,11 +577,17 @@ mod tests {
     fn argument_classification() {
         assert_eq!(
             classify_raw_arguments("t".into(), r#"{"a":1}"#),
-            ModelReply::ToolCall { name: "t".into(), arguments: json!({"a":1}) }
+            ModelReply::ToolCall {
+                name: "t".into(),
+                arguments: json!({"a":1})
+            }
         );
         assert_eq!(
             classify_raw_arguments("t".into(), "  "),
-            ModelReply::ToolCall { name: "t".into(), arguments: json!({}) }
+            ModelReply::ToolCall {
+                name: "t".into(),
+                arguments: json!({})
+            }
         );
         let ModelReply::MalformedArguments { name, raw, error } =
             classify_raw_arguments("t".into(), "{bad")
@@ -583,14 +596,18 @@ mod tests {
         };
         assert_eq!((name.as_str(), raw.as_str()), ("t", "{bad"));
         assert!(error.contains("not valid JSON"), "{error}");
-        let ModelReply::MalformedArguments { error, .. } = classify_raw_arguments("t".into(), "[1]")
+        let ModelReply::MalformedArguments { error, .. } =
+            classify_raw_arguments("t".into(), "[1]")
         else {
             panic!()
         };
         assert!(error.contains("an array"), "{error}");
         assert_eq!(
             classify_arguments("t".into(), &json!("{\"p\":\"x\"}")),
-            ModelReply::ToolCall { name: "t".into(), arguments: json!({"p":"x"}) }
+            ModelReply::ToolCall {
+                name: "t".into(),
+                arguments: json!({"p":"x"})
+            }
         );
         assert!(matches!(
             classify_arguments("t".into(), &json!(3)),
@@ -600,7 +617,10 @@ mod tests {
 
     #[test]
     fn kinds_serialize_snake_case() {
-        assert_eq!(serde_json::to_value(ProviderKind::Openai).unwrap(), json!("openai"));
+        assert_eq!(
+            serde_json::to_value(ProviderKind::Openai).unwrap(),
+            json!("openai")
+        );
         assert_eq!(serde_json::to_value(ToolMode::Text).unwrap(), json!("text"));
         assert_eq!(ToolMode::default(), ToolMode::Native);
     }

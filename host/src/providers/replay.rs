@@ -81,10 +81,7 @@ impl ReplayProvider {
     /// Read the recording at `path`.
     pub fn open(path: &Path) -> Result<Self, ProviderError> {
         let contents = std::fs::read_to_string(path).map_err(|e| {
-            ProviderError::Replay(format!(
-                "cannot read recording {}: {e}",
-                path.display()
-            ))
+            ProviderError::Replay(format!("cannot read recording {}: {e}", path.display()))
         })?;
         Ok(Self::from_jsonl(path.display().to_string(), &contents))
     }
@@ -128,7 +125,8 @@ impl ReplayProvider {
         let bad = |what: String| {
             ProviderError::Replay(format!("{}: line {line_no}: {what}", self.source))
         };
-        let line: Line = serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        let line: Line =
+            serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
         let usage = line
             .usage
             .map(|u| Usage {
@@ -214,10 +212,15 @@ mod tests {
                     name: "read_file".into(),
                     arguments: json!({"path": "src/lib.rs", "n": [1, 2]}),
                 },
-                Usage { input_tokens: 10, output_tokens: 2 },
+                Usage {
+                    input_tokens: 10,
+                    output_tokens: 2,
+                },
             ),
             (
-                ModelReply::NoToolCall { text: "line one\nline two".into() },
+                ModelReply::NoToolCall {
+                    text: "line one\nline two".into(),
+                },
                 Usage::default(),
             ),
             (
@@ -226,7 +229,10 @@ mod tests {
                     raw: "{bad".into(),
                     error: "custom".into(),
                 },
-                Usage { input_tokens: 1, output_tokens: 1 },
+                Usage {
+                    input_tokens: 1,
+                    output_tokens: 1,
+                },
             ),
         ];
         let text: String = replies
@@ -248,9 +254,12 @@ mod tests {
 
     #[test]
     fn malformed_without_error_is_recomputed() {
-        let p = ReplayProvider::from_jsonl("mem", r#"{"malformed":{"name":"edit_file","raw":"{bad"}}"#);
+        let p =
+            ReplayProvider::from_jsonl("mem", r#"{"malformed":{"name":"edit_file","raw":"{bad"}}"#);
         let (r, u, _) = p.answer(1).unwrap();
-        let ModelReply::MalformedArguments { name, raw, error } = r else { panic!("{r:?}") };
+        let ModelReply::MalformedArguments { name, raw, error } = r else {
+            panic!("{r:?}")
+        };
         assert_eq!((name.as_str(), raw.as_str()), ("edit_file", "{bad"));
         assert!(error.contains("not valid JSON"), "{error}");
         assert_eq!(u, Usage::default());
@@ -258,9 +267,15 @@ mod tests {
 
     #[test]
     fn errors_name_source_and_line() {
-        let p = ReplayProvider::from_jsonl("rec.jsonl", "{\"text\":\"x\"}\n\n{\"tool\":\"a\",\"text\":\"b\"}\n[1]\n");
+        let p = ReplayProvider::from_jsonl(
+            "rec.jsonl",
+            "{\"text\":\"x\"}\n\n{\"tool\":\"a\",\"text\":\"b\"}\n[1]\n",
+        );
         let e = p.answer(2).unwrap_err().to_string();
-        assert!(e.contains("rec.jsonl: line 3") && e.contains("exactly one"), "{e}");
+        assert!(
+            e.contains("rec.jsonl: line 3") && e.contains("exactly one"),
+            "{e}"
+        );
         let e = p.answer(3).unwrap_err().to_string();
         assert!(e.contains("rec.jsonl: line 4"), "{e}");
         let e = p.answer(0).unwrap_err().to_string();

@@ -8,7 +8,8 @@ use serde_yaml_ng::Value as Yaml;
 use super::{ModelReply, ToolSpec};
 
 /// The block format, as shown to the model (and repeated in error messages).
-const FORMAT_EXAMPLE: &str = "```action\nname: <tool name>\nparameters:\n  <parameter name>: <value>\n```";
+const FORMAT_EXAMPLE: &str =
+    "```action\nname: <tool name>\nparameters:\n  <parameter name>: <value>\n```";
 
 /// Parse the first fenced ` ```action ` block of `text`:
 ///
@@ -45,7 +46,9 @@ pub fn parse_action_block(text: &str) -> ModelReply {
     if block.trim().is_empty() {
         return malformed(String::new(), "the ```action block is empty".to_string());
     }
-    let yaml: Yaml = match serde_yaml_ng::from_str(&block) {
+    // The closing fence ends the last line: keep its line break so a final
+    // `|` block scalar ends with a newline like the others.
+    let yaml: Yaml = match serde_yaml_ng::from_str(&format!("{block}\n")) {
         Ok(v) => v,
         Err(e) => {
             return malformed(
@@ -111,7 +114,11 @@ fn find_action_block(text: &str) -> Option<String> {
         let line = lines.next()?;
         let t = line.trim();
         if let Some(info) = t.strip_prefix("```") {
-            if info.trim_start_matches('`').trim().eq_ignore_ascii_case("action") {
+            if info
+                .trim_start_matches('`')
+                .trim()
+                .eq_ignore_ascii_case("action")
+            {
                 break;
             }
         }
@@ -256,12 +263,10 @@ fn schema_type(schema: &Value) -> String {
         return format!("one of: {}", vals.join(", "));
     }
     match schema.get("type") {
-        Some(Value::String(t)) if t == "array" => {
-            match schema.get("items").map(schema_type) {
-                Some(item) if item != "any" => format!("array of {item}"),
-                _ => "array".to_string(),
-            }
-        }
+        Some(Value::String(t)) if t == "array" => match schema.get("items").map(schema_type) {
+            Some(item) if item != "any" => format!("array of {item}"),
+            _ => "array".to_string(),
+        },
         Some(Value::String(t)) => t.clone(),
         Some(Value::Array(ts)) => ts
             .iter()
@@ -293,8 +298,12 @@ mod tests {
 
     #[test]
     fn parses_the_seed_format() {
-        let text = "I will read it.\n\n```action\nname: read_file\nparameters:\n  path: src/lib.rs\n```\n";
-        assert_eq!(parse_action_block(text), call("read_file", json!({"path": "src/lib.rs"})));
+        let text =
+            "I will read it.\n\n```action\nname: read_file\nparameters:\n  path: src/lib.rs\n```\n";
+        assert_eq!(
+            parse_action_block(text),
+            call("read_file", json!({"path": "src/lib.rs"}))
+        );
     }
 
     #[test]
@@ -314,11 +323,28 @@ mod tests {
     }
 
     #[test]
+    fn final_block_scalar_keeps_its_newline() {
+        let text =
+            "```action\nname: write_file\nparameters:\n  path: a\n  content: |\n    x\n    y\n```";
+        assert_eq!(
+            parse_action_block(text),
+            call("write_file", json!({"path": "a", "content": "x\ny\n"}))
+        );
+    }
+
+    #[test]
     fn no_block_is_no_tool_call() {
-        for text in ["", "I am thinking.", "```rust\nfn main() {}\n```", "```\nname: x\n```"] {
+        for text in [
+            "",
+            "I am thinking.",
+            "```rust\nfn main() {}\n```",
+            "```\nname: x\n```",
+        ] {
             assert_eq!(
                 parse_action_block(text),
-                ModelReply::NoToolCall { text: text.to_string() },
+                ModelReply::NoToolCall {
+                    text: text.to_string()
+                },
                 "{text:?}"
             );
         }
@@ -330,8 +356,14 @@ mod tests {
         assert_eq!(parse_action_block(text), call("a", json!({})));
         // Indented block (e.g. in a list), unclosed fence, no parameters.
         let text = "1. do it\n   ```action\n   name: list_dir\n   parameters:\n     path: .\n";
-        assert_eq!(parse_action_block(text), call("list_dir", json!({"path": "."})));
-        assert_eq!(parse_action_block("```action\nname: done\n```"), call("done", json!({})));
+        assert_eq!(
+            parse_action_block(text),
+            call("list_dir", json!({"path": "."}))
+        );
+        assert_eq!(
+            parse_action_block("```action\nname: done\n```"),
+            call("done", json!({}))
+        );
         assert_eq!(
             parse_action_block("````action\nname: x\narguments:\n  a: 1\n````"),
             call("x", json!({"a": 1}))
@@ -341,7 +373,10 @@ mod tests {
     #[test]
     fn parameters_at_top_level_are_accepted() {
         let text = "```action\nname: read_file\npath: src/main.rs\n```";
-        assert_eq!(parse_action_block(text), call("read_file", json!({"path": "src/main.rs"})));
+        assert_eq!(
+            parse_action_block(text),
+            call("read_file", json!({"path": "src/main.rs"}))
+        );
     }
 
     #[test]
@@ -350,7 +385,10 @@ mod tests {
         let r = parse_action_block(text);
         let (name, raw, error) = malformed_error(&r);
         assert_eq!(name, "edit_file");
-        assert_eq!(raw, "name: edit_file\nparameters:\n  old: a: b: c\n  new: [unclosed");
+        assert_eq!(
+            raw,
+            "name: edit_file\nparameters:\n  old: a: b: c\n  new: [unclosed"
+        );
         assert!(error.contains("not valid YAML"), "{error}");
         assert!(error.contains("```action\nname: <tool name>"), "{error}");
     }

@@ -482,7 +482,11 @@ fn check_fields(tool: &Tool, args: &Map<String, Value>) -> Result<(), String> {
     let mut problems = Vec::new();
     for (key, value) in args {
         let Some(param) = tool.params.iter().find(|p| p.name == key) else {
-            let allowed: Vec<String> = tool.params.iter().map(|p| format!("`{}`", p.name)).collect();
+            let allowed: Vec<String> = tool
+                .params
+                .iter()
+                .map(|p| format!("`{}`", p.name))
+                .collect();
             let allowed = if allowed.is_empty() {
                 "none".to_string()
             } else {
@@ -569,7 +573,11 @@ fn describe(value: &Value) -> String {
         Value::String(_) | Value::Number(_) | Value::Bool(_) => {
             let text = value.to_string();
             if text.chars().count() > 40 {
-                format!("{} ({}...)", json_type(value), text.chars().take(37).collect::<String>())
+                format!(
+                    "{} ({}...)",
+                    json_type(value),
+                    text.chars().take(37).collect::<String>()
+                )
             } else {
                 format!("{} ({text})", json_type(value))
             }
@@ -772,9 +780,15 @@ mod tests {
     #[test]
     fn wrong_type_is_named_with_expectation() {
         let msg = invalid("read_file", json!({"path": "a", "start_line": "5"}));
-        assert!(msg.contains("`start_line` must be a 1-based line number"), "{msg}");
+        assert!(
+            msg.contains("`start_line` must be a 1-based line number"),
+            "{msg}"
+        );
         assert!(msg.contains("got a string (\"5\")"), "{msg}");
-        let msg = invalid("edit_file", json!({"path": 3, "old_text": "a", "new_text": "b"}));
+        let msg = invalid(
+            "edit_file",
+            json!({"path": 3, "old_text": "a", "new_text": "b"}),
+        );
         assert!(msg.contains("`path` must be a string"), "{msg}");
     }
 
@@ -796,7 +810,10 @@ mod tests {
             json!({"path": "a", "start_line": 5, "end_line": 2, "new_content": ""}),
         );
         assert!(msg.contains("start_line <= end_line"), "{msg}");
-        let msg = invalid("read_file", json!({"path": "a", "start_line": 4, "end_line": 3}));
+        let msg = invalid(
+            "read_file",
+            json!({"path": "a", "start_line": 4, "end_line": 3}),
+        );
         assert!(msg.contains("after `end_line`"), "{msg}");
         let msg = invalid(
             "replace_lines",
@@ -812,17 +829,31 @@ mod tests {
             assert!(msg.contains("not a context item"), "{msg}");
             assert!(msg.contains("related_files"), "{msg}");
         }
-        for item in ["related_files", "test_output", "error_details", "spec_section:3.2"] {
-            assert!(parse_action("load_context", &json!({ "item": item })).is_ok(), "{item}");
+        for item in [
+            "related_files",
+            "test_output",
+            "error_details",
+            "spec_section:3.2",
+        ] {
+            assert!(
+                parse_action("load_context", &json!({ "item": item })).is_ok(),
+                "{item}"
+            );
         }
     }
 
     #[test]
     fn semantic_checks() {
-        assert!(invalid("edit_file", json!({"path": "a", "old_text": "", "new_text": "b"}))
-            .contains("`old_text` is empty"));
-        assert!(invalid("edit_file", json!({"path": "a", "old_text": "x", "new_text": "x"}))
-            .contains("identical"));
+        assert!(invalid(
+            "edit_file",
+            json!({"path": "a", "old_text": "", "new_text": "b"})
+        )
+        .contains("`old_text` is empty"));
+        assert!(invalid(
+            "edit_file",
+            json!({"path": "a", "old_text": "x", "new_text": "x"})
+        )
+        .contains("identical"));
         assert!(invalid("escalate", json!({"reason": " "})).contains("`reason` must not be empty"));
         assert!(invalid("search", json!({"pattern": ""})).contains("`pattern`"));
         assert!(invalid("read_file", json!({"path": ""})).contains("`path`"));
@@ -841,7 +872,11 @@ mod tests {
 
     #[test]
     fn action_metadata() {
-        let edit = parse_action("edit_file", &json!({"path": "a.rs", "old_text": "a", "new_text": "b"})).unwrap();
+        let edit = parse_action(
+            "edit_file",
+            &json!({"path": "a.rs", "old_text": "a", "new_text": "b"}),
+        )
+        .unwrap();
         assert!(edit.mutates_files());
         assert_eq!(edit.target().as_deref(), Some("a.rs"));
         let read = parse_action("read_file", &json!({"path": "a.rs"})).unwrap();
@@ -879,7 +914,11 @@ mod tests {
             assert!(s["required"].is_array(), "{}", spec.name);
             // Every required field is a property.
             for r in s["required"].as_array().unwrap() {
-                assert!(s["properties"].get(r.as_str().unwrap()).is_some(), "{}", spec.name);
+                assert!(
+                    s["properties"].get(r.as_str().unwrap()).is_some(),
+                    "{}",
+                    spec.name
+                );
             }
             assert!(!spec.description.is_empty());
         }

@@ -40,7 +40,11 @@ impl FileOutcome {
         }
     }
 
-    fn success(summary: String, files_changed: Vec<String>, content: Option<String>) -> FileOutcome {
+    fn success(
+        summary: String,
+        files_changed: Vec<String>,
+        content: Option<String>,
+    ) -> FileOutcome {
         FileOutcome {
             result: ActionResult::Success,
             summary,
@@ -54,13 +58,18 @@ impl FileOutcome {
 /// Resolves `rel` or turns the refusal into a failed outcome.
 fn resolve(ws: &Workspace, action: &str, rel: &str) -> Result<PathBuf, FileOutcome> {
     ws.resolve(rel).map_err(|e| {
-        FileOutcome::failure(format!("{action} refused: path `{rel}` not allowed"), e.to_string())
+        FileOutcome::failure(
+            format!("{action} refused: path `{rel}` not allowed"),
+            e.to_string(),
+        )
     })
 }
 
 /// Reads a workspace file as UTF-8 text, or explains (to the model) why not.
 fn read_text(ws: &Workspace, action: &str, rel: &str, abs: &Path) -> Result<String, FileOutcome> {
-    let fail = |error: String| FileOutcome::failure(format!("{action} failed: cannot read `{rel}`"), error);
+    let fail = |error: String| {
+        FileOutcome::failure(format!("{action} failed: cannot read `{rel}`"), error)
+    };
     match fs::metadata(abs) {
         Ok(meta) if meta.is_dir() => return Err(fail(directory_listing(ws, rel, abs))),
         Ok(_) => {}
@@ -131,7 +140,10 @@ fn directory_listing(ws: &Workspace, rel: &str, abs: &Path) -> String {
     names.sort();
     let more = names.len().saturating_sub(50);
     names.truncate(50);
-    let mut text = format!("`{rel}` is a folder, not a file; it contains: {}", names.join(", "));
+    let mut text = format!(
+        "`{rel}` is a folder, not a file; it contains: {}",
+        names.join(", ")
+    );
     if more > 0 {
         text.push_str(&format!(" and {more} more"));
     }
@@ -224,7 +236,12 @@ fn commit(
             e.to_string(),
         )
     })?;
-    let fail = |e: io::Error| FileOutcome::failure(format!("{action} failed: could not write `{rel}`"), e.to_string());
+    let fail = |e: io::Error| {
+        FileOutcome::failure(
+            format!("{action} failed: could not write `{rel}`"),
+            e.to_string(),
+        )
+    };
     if let Some(parent) = abs.parent() {
         fs::create_dir_all(parent).map_err(fail)?;
     }
@@ -272,7 +289,12 @@ pub(crate) fn read_file(
 }
 
 /// write_file.
-pub(crate) fn write_file(ws: &Workspace, rel: &str, content: &str, snapshot_dir: &Path) -> FileOutcome {
+pub(crate) fn write_file(
+    ws: &Workspace,
+    rel: &str,
+    content: &str,
+    snapshot_dir: &Path,
+) -> FileOutcome {
     let abs = match resolve(ws, "write_file", rel) {
         Ok(p) => p,
         Err(o) => return o,
@@ -384,7 +406,11 @@ pub(crate) fn edit_file(
             )
         }
         n => {
-            let lines: Vec<String> = hits.iter().take(10).map(|&h| line_of(&text, h).to_string()).collect();
+            let lines: Vec<String> = hits
+                .iter()
+                .take(10)
+                .map(|&h| line_of(&text, h).to_string())
+                .collect();
             FileOutcome::failure(
                 format!("edit_file failed: old_text occurs {n} times in `{rel}`"),
                 format!(
@@ -399,8 +425,14 @@ pub(crate) fn edit_file(
 /// Why `old_text` did not match and where the intended text probably is.
 fn not_found_hint(text: &str, old_text: &str, rel: &str) -> String {
     let prefix = regex::Regex::new(r"^\s*\d+\| ").expect("valid regex");
-    let mut hint = format!("old_text was not found in `{rel}`; it must match the file exactly, including whitespace.");
-    if old_text.lines().filter(|l| !l.trim().is_empty()).all(|l| prefix.is_match(l)) {
+    let mut hint = format!(
+        "old_text was not found in `{rel}`; it must match the file exactly, including whitespace."
+    );
+    if old_text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .all(|l| prefix.is_match(l))
+    {
         hint.push_str(
             " old_text contains the `  12| ` line-number prefixes of read_file output; remove them.",
         );
@@ -411,7 +443,10 @@ fn not_found_hint(text: &str, old_text: &str, rel: &str) -> String {
     let wanted: Vec<&str> = {
         // Blank lines at the edges carry no information about the location.
         let start = wanted.iter().position(|l| !l.is_empty()).unwrap_or(0);
-        let end = wanted.iter().rposition(|l| !l.is_empty()).map_or(0, |e| e + 1);
+        let end = wanted
+            .iter()
+            .rposition(|l| !l.is_empty())
+            .map_or(0, |e| e + 1);
         wanted[start..end.max(start)].to_vec()
     };
     if !wanted.is_empty() && wanted.len() <= file_lines.len() {
@@ -514,7 +549,10 @@ pub(crate) fn replace_lines(
     let mut replacement = to_line_ending(new_content, eol);
     // Keep the line structure: the replaced block ended with a line break, so must
     // its replacement, or it would merge with the next line.
-    if !replacement.is_empty() && !replacement.ends_with('\n') && lines[end_line - 1].ends_with('\n') {
+    if !replacement.is_empty()
+        && !replacement.ends_with('\n')
+        && lines[end_line - 1].ends_with('\n')
+    {
         replacement.push_str(eol);
     }
     let updated = format!(
@@ -528,11 +566,13 @@ pub(crate) fn replace_lines(
     }
     let new_count = split_lines(&replacement).len();
     FileOutcome::success(
-        format!(
-            "replaced lines {start_line}-{end_line} of {rel} with {new_count} line(s)",
-        ),
+        format!("replaced lines {start_line}-{end_line} of {rel} with {new_count} line(s)",),
         vec![ws.relative(&abs)],
-        Some(echo_region(&updated, start_line - 1, start_line - 1 + new_count)),
+        Some(echo_region(
+            &updated,
+            start_line - 1,
+            start_line - 1 + new_count,
+        )),
     )
 }
 
@@ -555,7 +595,12 @@ fn walker(root: &Path) -> ignore::WalkBuilder {
 }
 
 /// search.
-pub(crate) fn search(ws: &Workspace, pattern: &str, glob: Option<&str>, path: Option<&str>) -> FileOutcome {
+pub(crate) fn search(
+    ws: &Workspace,
+    pattern: &str,
+    glob: Option<&str>,
+    path: Option<&str>,
+) -> FileOutcome {
     let regex = match RegexBuilder::new(pattern).size_limit(10 * 1024 * 1024).build() {
         Ok(r) => r,
         Err(e) => {
@@ -622,7 +667,10 @@ pub(crate) fn search(ws: &Workspace, pattern: &str, glob: Option<&str>, path: Op
                 continue;
             }
         }
-        if entry.metadata().is_ok_and(|m| m.len() > MAX_SEARCH_FILE_BYTES) {
+        if entry
+            .metadata()
+            .is_ok_and(|m| m.len() > MAX_SEARCH_FILE_BYTES)
+        {
             continue;
         }
         let Ok(bytes) = fs::read(entry.path()) else {
@@ -640,7 +688,11 @@ pub(crate) fn search(ws: &Workspace, pattern: &str, glob: Option<&str>, path: Op
             file_hit = true;
             total += 1;
             if hits.len() < MAX_SEARCH_HITS {
-                hits.push(format!("{rel}:{}: {}", i + 1, cut(line.trim(), MAX_HIT_CHARS)));
+                hits.push(format!(
+                    "{rel}:{}: {}",
+                    i + 1,
+                    cut(line.trim(), MAX_HIT_CHARS)
+                ));
             }
         }
         files_with_hits += usize::from(file_hit);

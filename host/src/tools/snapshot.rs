@@ -42,12 +42,9 @@ struct ManifestFile {
     mode: Option<u32>,
 }
 
-fn io_error(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ToolError + '_ {
-    move |source| ToolError::Io {
-        op,
-        path: path.display().to_string(),
-        source,
-    }
+fn io_error(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ToolError {
+    let path = path.display().to_string();
+    move |source| ToolError::Io { op, path, source }
 }
 
 fn read_manifest(snapshot_dir: &Path) -> Result<Option<Manifest>, ToolError> {
@@ -179,7 +176,9 @@ fn restore_one(ws: &Workspace, snapshot_dir: &Path, entry: &ManifestFile) -> Res
     let data = fs::read(&backup).map_err(io_error("read snapshot backup", &backup))?;
     // Skip identical content: rewriting would bump mtimes and trigger rebuilds.
     let same = fs::read(&abs).is_ok_and(|current| current == data)
-        && entry.mode.is_none_or(|m| fs::metadata(&abs).ok().and_then(|meta| mode_of(&meta)) == Some(m));
+        && entry
+            .mode
+            .is_none_or(|m| fs::metadata(&abs).ok().and_then(|meta| mode_of(&meta)) == Some(m));
     if same {
         return Ok(());
     }
@@ -230,14 +229,18 @@ pub(crate) fn atomic_write(path: &Path, data: &[u8], mode: Option<u32>) -> io::R
 
 /// Creates `path` (which must not exist) with `data`, fsynced.
 fn write_synced(path: &Path, data: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new().write(true).create_new(true).open(path).or_else(|e| {
-        // A leftover from an interrupted earlier run; it is ours to replace.
-        if e.kind() == io::ErrorKind::AlreadyExists {
-            File::create(path)
-        } else {
-            Err(e)
-        }
-    })?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .or_else(|e| {
+            // A leftover from an interrupted earlier run; it is ours to replace.
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                File::create(path)
+            } else {
+                Err(e)
+            }
+        })?;
     file.write_all(data)?;
     file.sync_all()
 }

@@ -109,9 +109,7 @@ impl Workspace {
                 }
                 Component::Normal(name) => {
                     if let Some(why) = protected_reason(name) {
-                        return Err(refuse(format!(
-                            "{why}; use paths of project files instead"
-                        )));
+                        return Err(refuse(format!("{why}; use paths of project files instead")));
                     }
                     let next = current.join(name);
                     match fs::symlink_metadata(&next) {
@@ -136,12 +134,10 @@ impl Workspace {
                         _ => current = next,
                     }
                 }
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(refuse(
-                        "absolute paths are not allowed; give a path relative to the workspace root"
-                            .to_string(),
-                    ))
-                }
+                Component::RootDir | Component::Prefix(_) => return Err(refuse(
+                    "absolute paths are not allowed; give a path relative to the workspace root"
+                        .to_string(),
+                )),
             }
         }
 
@@ -212,11 +208,23 @@ mod tests {
     #[test]
     fn resolves_paths_inside() {
         let (_d, ws) = setup();
-        assert_eq!(ws.resolve("src/lib.rs").unwrap(), ws.root().join("src/lib.rs"));
-        assert_eq!(ws.resolve("./src/../src/lib.rs").unwrap(), ws.root().join("src/lib.rs"));
-        assert_eq!(ws.resolve("new/dir/file.rs").unwrap(), ws.root().join("new/dir/file.rs"));
+        assert_eq!(
+            ws.resolve("src/lib.rs").unwrap(),
+            ws.root().join("src/lib.rs")
+        );
+        assert_eq!(
+            ws.resolve("./src/../src/lib.rs").unwrap(),
+            ws.root().join("src/lib.rs")
+        );
+        assert_eq!(
+            ws.resolve("new/dir/file.rs").unwrap(),
+            ws.root().join("new/dir/file.rs")
+        );
         assert_eq!(ws.resolve(".").unwrap(), ws.root());
-        assert_eq!(ws.resolve(".gitignore").unwrap(), ws.root().join(".gitignore"));
+        assert_eq!(
+            ws.resolve(".gitignore").unwrap(),
+            ws.root().join(".gitignore")
+        );
     }
 
     #[test]
@@ -272,7 +280,10 @@ mod tests {
         let (_d, ws) = setup();
         // `up` points at src/deep/er; `up/../..` is physically `src`, not the root's parent.
         symlink(ws.root().join("src/deep/er"), ws.root().join("up")).unwrap();
-        assert_eq!(ws.resolve("up/../../lib.rs").unwrap(), ws.root().join("src/lib.rs"));
+        assert_eq!(
+            ws.resolve("up/../../lib.rs").unwrap(),
+            ws.root().join("src/lib.rs")
+        );
         // A symlink to a deep folder lets `..` climb only as far as the root.
         assert!(refusal(&ws, "up/../../../../x").contains("outside"));
     }
@@ -281,7 +292,10 @@ mod tests {
     fn symlinks_inside_resolve_to_target_and_protect_state() {
         let (_d, ws) = setup();
         symlink("src/lib.rs", ws.root().join("alias.rs")).unwrap();
-        assert_eq!(ws.resolve("alias.rs").unwrap(), ws.root().join("src/lib.rs"));
+        assert_eq!(
+            ws.resolve("alias.rs").unwrap(),
+            ws.root().join("src/lib.rs")
+        );
         symlink(".agentforge/tasks", ws.root().join("state")).unwrap();
         assert!(refusal(&ws, "state/x").contains(".agentforge"));
         symlink("nowhere", ws.root().join("dangling")).unwrap();
