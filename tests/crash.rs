@@ -44,7 +44,11 @@ fn setup(dir: &Path) {
 
 fn agentforge(dir: &Path, args: &[&str], fault: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentforge"));
-    cmd.current_dir(dir).arg("--workspace").arg(dir).args(args).arg("--quiet");
+    cmd.current_dir(dir)
+        .arg("--workspace")
+        .arg(dir)
+        .args(args)
+        .arg("--quiet");
     cmd.env_remove("AGENTFORGE_FAULT");
     if let Some(f) = fault {
         cmd.env("AGENTFORGE_FAULT", f);
@@ -53,7 +57,8 @@ fn agentforge(dir: &Path, args: &[&str], fault: Option<&str>) -> Output {
 }
 
 fn logged_steps(dir: &Path) -> Vec<u64> {
-    let log = std::fs::read_to_string(dir.join(".agentforge/tasks/crash-task/actions.jsonl")).unwrap();
+    let log =
+        std::fs::read_to_string(dir.join(".agentforge/tasks/crash-task/actions.jsonl")).unwrap();
     log.lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).expect("every line parses");
@@ -66,7 +71,11 @@ fn torn_files(dir: &Path) -> usize {
     std::fs::read_dir(dir.join(".agentforge/tasks/crash-task"))
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("actions.jsonl.torn-"))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("actions.jsonl.torn-")
+        })
         .count()
 }
 
@@ -74,8 +83,17 @@ fn torn_files(dir: &Path) -> usize {
 fn uninterrupted_run_is_the_reference() {
     let tmp = tempfile::tempdir().unwrap();
     setup(tmp.path());
-    let out = agentforge(tmp.path(), &["run", "task.yaml", "--replay", "session.jsonl"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = agentforge(
+        tmp.path(),
+        &["run", "task.yaml", "--replay", "session.jsonl"],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(logged_steps(tmp.path()), [1, 2, 3, 4]);
     assert_eq!(
         std::fs::read_to_string(tmp.path().join("notes.txt")).unwrap(),
@@ -91,7 +109,11 @@ fn kill_at_every_point_then_resume_keeps_the_invariants() {
             let dir = tmp.path();
             setup(dir);
             let fault = format!("{point}@{step}");
-            let out = agentforge(dir, &["run", "task.yaml", "--replay", "session.jsonl"], Some(&fault));
+            let out = agentforge(
+                dir,
+                &["run", "task.yaml", "--replay", "session.jsonl"],
+                Some(&fault),
+            );
             assert_eq!(
                 out.status.code(),
                 None,
@@ -108,26 +130,46 @@ fn kill_at_every_point_then_resume_keeps_the_invariants() {
                 assert_eq!(before, expected_before, "{fault}: log before resume");
             }
 
-            let out = agentforge(dir, &["resume", "crash-task", "--replay", "session.jsonl"], None);
+            let out = agentforge(
+                dir,
+                &["resume", "crash-task", "--replay", "session.jsonl"],
+                None,
+            );
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(0), "{fault}: resume failed: {stderr}");
-            assert_eq!(logged_steps(dir), [1, 2, 3, 4], "{fault}: each step exactly once");
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{fault}: resume failed: {stderr}"
+            );
+            assert_eq!(
+                logged_steps(dir),
+                [1, 2, 3, 4],
+                "{fault}: each step exactly once"
+            );
             assert_eq!(
                 std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
                 "title: demo\nstatus: fixed\n",
                 "{fault}: workspace"
             );
-            let state = std::fs::read_to_string(dir.join(".agentforge/tasks/crash-task/state.yaml")).unwrap();
+            let state =
+                std::fs::read_to_string(dir.join(".agentforge/tasks/crash-task/state.yaml"))
+                    .unwrap();
             assert!(state.contains("status: complete"), "{fault}: {state}");
             assert!(state.contains("step: 4"), "{fault}: {state}");
             if *point == "torn_log" {
                 assert_eq!(torn_files(dir), 1, "{fault}: torn line saved");
-                assert!(stderr.contains("torn"), "{fault}: torn line reported: {stderr}");
+                assert!(
+                    stderr.contains("torn"),
+                    "{fault}: torn line reported: {stderr}"
+                );
             } else {
                 assert_eq!(torn_files(dir), 0, "{fault}: nothing torn");
             }
             if *point == "after_log" {
-                assert!(stderr.contains("rebuilt"), "{fault}: lagging state reported: {stderr}");
+                assert!(
+                    stderr.contains("rebuilt"),
+                    "{fault}: lagging state reported: {stderr}"
+                );
             }
         }
     }

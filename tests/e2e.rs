@@ -32,7 +32,11 @@ max_steps: 10
 
 fn workspace() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("notes.txt"), "title: demo\nstatus: broken\n").unwrap();
+    std::fs::write(
+        tmp.path().join("notes.txt"),
+        "title: demo\nstatus: broken\n",
+    )
+    .unwrap();
     std::fs::write(tmp.path().join("task.yaml"), NOTES_TASK).unwrap();
     tmp
 }
@@ -57,7 +61,14 @@ fn cmd(dir: &Path) -> Command {
 
 fn run_with_server(dir: &Path, server: &ScriptedServer, provider: &str, extra: &[&str]) -> Output {
     let mut c = cmd(dir);
-    c.args(["run", "task.yaml", "--provider", provider, "--model", "test-model"]);
+    c.args([
+        "run",
+        "task.yaml",
+        "--provider",
+        provider,
+        "--model",
+        "test-model",
+    ]);
     c.args(extra);
     for (k, v) in server.env_vars(KEY) {
         c.env(k, v);
@@ -121,12 +132,18 @@ fn assert_happy_run(dir: &Path, server: &ScriptedServer, out: &Output) {
         assert!(!r.tool_names().is_empty());
     }
     // Step 3's context reflects step 2's edit, rebuilt from disk.
-    assert!(reqs[2].user_text().contains("status: fixed"), "{}", reqs[2].user_text());
+    assert!(
+        reqs[2].user_text().contains("status: fixed"),
+        "{}",
+        reqs[2].user_text()
+    );
     let recs = records(dir, "notes");
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[1]["usage"]["input_tokens"], 1600);
     assert_eq!(recs[0]["action"], "run_tests");
-    assert!(recs.iter().all(|r| r["context_tokens"].as_u64().unwrap() > 0));
+    assert!(recs
+        .iter()
+        .all(|r| r["context_tokens"].as_u64().unwrap() > 0));
     // The key is never written anywhere.
     for f in all_files(dir) {
         let bytes = std::fs::read(&f).unwrap();
@@ -150,7 +167,10 @@ fn openai_compatible_provider_runs_a_task_to_completion() {
     assert_happy_run(dir.path(), &server, &out);
     let reqs = server.requests();
     assert_eq!(reqs[0].messages().len(), 2);
-    assert_eq!(reqs[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     assert_eq!(reqs[0].model(), Some("test-model"));
 }
 
@@ -164,7 +184,11 @@ fn anthropic_provider_runs_a_task_to_completion() {
     let out = run_with_server(dir.path(), &server, "anthropic", &[]);
     assert_happy_run(dir.path(), &server, &out);
     let reqs = server.requests();
-    assert_eq!(reqs[0].messages().len(), 1, "one user message + top-level system");
+    assert_eq!(
+        reqs[0].messages().len(),
+        1,
+        "one user message + top-level system"
+    );
     assert_eq!(reqs[0].header("x-api-key"), Some(KEY));
     assert!(reqs[0].system_text().contains("Phase: ANALYZE"));
 }
@@ -183,13 +207,22 @@ fn invalid_replies_are_fed_back_and_three_in_a_row_escalate() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
-    assert!(reqs[1].user_text().contains("no tool call"), "{}", reqs[1].user_text());
-    assert!(reqs[2].user_text().contains("not valid JSON"), "{}", reqs[2].user_text());
+    assert!(
+        reqs[1].user_text().contains("no tool call"),
+        "{}",
+        reqs[1].user_text()
+    );
+    assert!(
+        reqs[2].user_text().contains("not valid JSON"),
+        "{}",
+        reqs[2].user_text()
+    );
     let recs = records(dir.path(), "notes");
     assert_eq!(recs.len(), 3);
     assert!(recs.iter().all(|r| r["result"] == "failure"));
     assert!(recs[2]["error"].as_str().unwrap().contains("frobnicate"));
-    let state = std::fs::read_to_string(dir.path().join(".agentforge/tasks/notes/state.yaml")).unwrap();
+    let state =
+        std::fs::read_to_string(dir.path().join(".agentforge/tasks/notes/state.yaml")).unwrap();
     assert!(state.contains("status: escalated"), "{state}");
 }
 
@@ -211,8 +244,14 @@ fn a_bad_reply_then_a_good_one_recovers() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let reqs = server.requests();
     // edit_file is not offered while analyzing; the next context says so.
-    assert!(reqs[1].user_text().contains("edit_file"), "{}", reqs[1].user_text());
-    assert!(reqs[1].user_text().contains("not available in phase analyze"));
+    assert!(
+        reqs[1].user_text().contains("edit_file"),
+        "{}",
+        reqs[1].user_text()
+    );
+    assert!(reqs[1]
+        .user_text()
+        .contains("not available in phase analyze"));
 }
 
 #[test]
@@ -260,7 +299,11 @@ fn an_edit_that_breaks_a_passing_check_is_reverted() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let recs = records(dir.path(), "notes");
     assert_eq!(recs[1]["result"], "failure");
-    assert!(recs[1]["summary"].as_str().unwrap().contains("reverted"), "{}", recs[1]);
+    assert!(
+        recs[1]["summary"].as_str().unwrap().contains("reverted"),
+        "{}",
+        recs[1]
+    );
     assert!(server.requests()[2].user_text().contains("reverted"));
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
@@ -320,11 +363,18 @@ fn a_rejected_key_names_the_variable_and_loses_nothing() {
         .start_background();
     let out = run_with_server(dir.path(), &server, "anthropic", &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("ANTHROPIC_API_KEY"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!stderr(&out).contains(KEY));
     // The task exists with no step recorded; it can be resumed once the key is fixed.
     assert!(records(dir.path(), "notes").is_empty());
-    assert!(dir.path().join(".agentforge/tasks/notes/state.yaml").is_file());
+    assert!(dir
+        .path()
+        .join(".agentforge/tasks/notes/state.yaml")
+        .is_file());
 }
 
 #[test]
@@ -335,7 +385,11 @@ fn a_missing_key_is_a_configuration_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
-    assert!(stderr(&out).contains("ANTHROPIC_API_KEY"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -347,7 +401,11 @@ fn an_unreachable_endpoint_fails_cleanly_and_the_task_resumes_later() {
     )
     .unwrap();
     // Step 1 via replay, then the endpoint is down.
-    std::fs::write(dir.path().join("one.jsonl"), "{\"tool\":\"run_tests\",\"arguments\":{}}\n").unwrap();
+    std::fs::write(
+        dir.path().join("one.jsonl"),
+        "{\"tool\":\"run_tests\",\"arguments\":{}}\n",
+    )
+    .unwrap();
     let out = cmd(dir.path())
         .args(["run", "task.yaml", "--replay", "one.jsonl"])
         .output()
@@ -362,7 +420,11 @@ fn an_unreachable_endpoint_fails_cleanly_and_the_task_resumes_later() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("127.0.0.1:9"), "{}", stderr(&out));
-    assert_eq!(records(dir.path(), "notes").len(), 1, "nothing recorded is lost");
+    assert_eq!(
+        records(dir.path(), "notes").len(),
+        1,
+        "nothing recorded is lost"
+    );
     // Later, with a model that answers, the task resumes at step 2.
     let server = ScriptedServer::builder(Protocol::OpenAi)
         .script(happy_script().into_iter().skip(1))
@@ -374,7 +436,10 @@ fn an_unreachable_endpoint_fails_cleanly_and_the_task_resumes_later() {
     }
     let out = c.output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let steps: Vec<u64> = records(dir.path(), "notes").iter().map(|r| r["step"].as_u64().unwrap()).collect();
+    let steps: Vec<u64> = records(dir.path(), "notes")
+        .iter()
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
     assert_eq!(steps, [1, 2, 3]);
 }
 
@@ -399,33 +464,87 @@ fn a_hanging_check_times_out() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
     let recs = records(dir.path(), "notes");
-    assert!(recs[0]["summary"].as_str().unwrap().contains("timed out"), "{}", recs[0]);
+    assert!(
+        recs[0]["summary"].as_str().unwrap().contains("timed out"),
+        "{}",
+        recs[0]
+    );
 }
 
 #[test]
 fn bad_input_gets_exit_64_and_a_message_naming_the_problem() {
     let dir = workspace();
-    std::fs::write(dir.path().join("bad.yaml"), "id: x\ntask_type: fix_violation\ngoal: [unclosed\n").unwrap();
-    let out = cmd(dir.path()).args(["run", "bad.yaml", "--provider", "replay", "--replay", "none.jsonl"]).output().unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "id: x\ntask_type: fix_violation\ngoal: [unclosed\n",
+    )
+    .unwrap();
+    let out = cmd(dir.path())
+        .args([
+            "run",
+            "bad.yaml",
+            "--provider",
+            "replay",
+            "--replay",
+            "none.jsonl",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
-    assert!(stderr(&out).contains("bad.yaml") && stderr(&out).contains("line"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bad.yaml") && stderr(&out).contains("line"),
+        "{}",
+        stderr(&out)
+    );
 
-    std::fs::write(dir.path().join("t2.yaml"), NOTES_TASK.replace("fix_violation", "refactor")).unwrap();
+    std::fs::write(
+        dir.path().join("t2.yaml"),
+        NOTES_TASK.replace("fix_violation", "refactor"),
+    )
+    .unwrap();
     std::fs::write(dir.path().join("r.jsonl"), "").unwrap();
-    let out = cmd(dir.path()).args(["run", "t2.yaml", "--replay", "r.jsonl"]).output().unwrap();
+    let out = cmd(dir.path())
+        .args(["run", "t2.yaml", "--replay", "r.jsonl"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
-    assert!(stderr(&out).contains("unknown task type `refactor`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown task type `refactor`"),
+        "{}",
+        stderr(&out)
+    );
 
-    std::fs::write(dir.path().join("agentforge.toml"), "[limits]\nmax_steps = \"many\"\n").unwrap();
-    let out = cmd(dir.path()).args(["run", "task.yaml", "--replay", "r.jsonl"]).output().unwrap();
+    std::fs::write(
+        dir.path().join("agentforge.toml"),
+        "[limits]\nmax_steps = \"many\"\n",
+    )
+    .unwrap();
+    let out = cmd(dir.path())
+        .args(["run", "task.yaml", "--replay", "r.jsonl"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
-    assert!(stderr(&out).contains("agentforge.toml") && stderr(&out).contains("max_steps"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("agentforge.toml") && stderr(&out).contains("max_steps"),
+        "{}",
+        stderr(&out)
+    );
     std::fs::remove_file(dir.path().join("agentforge.toml")).unwrap();
 
-    let out = cmd(dir.path()).args(["run", "--no-such-flag"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(64), "clap usage errors map to 64, not 2");
+    let out = cmd(dir.path())
+        .args(["run", "--no-such-flag"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "clap usage errors map to 64, not 2"
+    );
 
-    let out = cmd(dir.path()).args(["task", "show", "nope"]).output().unwrap();
+    let out = cmd(dir.path())
+        .args(["task", "show", "nope"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(stderr(&out).contains("no task `nope`"), "{}", stderr(&out));
 }
@@ -433,13 +552,22 @@ fn bad_input_gets_exit_64_and_a_message_naming_the_problem() {
 #[test]
 fn task_commands_and_context_report() {
     let dir = workspace();
-    let out = cmd(dir.path()).args(["task", "new", "task.yaml"]).output().unwrap();
+    let out = cmd(dir.path())
+        .args(["task", "new", "task.yaml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = cmd(dir.path()).args(["task", "list", "--json"]).output().unwrap();
+    let out = cmd(dir.path())
+        .args(["task", "list", "--json"])
+        .output()
+        .unwrap();
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(list[0]["id"], "notes");
     assert_eq!(list[0]["status"], "running");
-    let out = cmd(dir.path()).args(["context", "notes", "--json"]).output().unwrap();
+    let out = cmd(dir.path())
+        .args(["context", "notes", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ctx: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(ctx["total_tokens"].as_u64().unwrap() <= 8000);
@@ -475,6 +603,13 @@ fn the_bundled_example_runs_for_real_with_the_replay_provider() {
     let recs = records(tmp.path(), "fix-word-count");
     let results: Vec<&str> = recs.iter().map(|r| r["result"].as_str().unwrap()).collect();
     // run_tests fails, the first edit misses (wrong quotes), read, the fix, complete.
-    assert_eq!(results, ["failure", "failure", "success", "success", "success"]);
-    assert!(recs[1]["error"].as_str().unwrap().contains("old_text"), "{}", recs[1]);
+    assert_eq!(
+        results,
+        ["failure", "failure", "success", "success", "success"]
+    );
+    assert!(
+        recs[1]["error"].as_str().unwrap().contains("old_text"),
+        "{}",
+        recs[1]
+    );
 }

@@ -52,13 +52,26 @@ fn setup(dir: &Path, max_steps: u64) -> (Runtime, TaskSpec) {
 
 fn reply(step: u64) -> (String, serde_json::Value) {
     match step % 5 {
-        1 => ("read_file".into(), json!({"path": "src/lib.rs", "start_line": 1, "end_line": 80})),
+        1 => (
+            "read_file".into(),
+            json!({"path": "src/lib.rs", "start_line": 1, "end_line": 80}),
+        ),
         2 => {
-            let (from, to) = if (step / 5) % 2 == 0 { ("let value = 1;", "let value = 2;") } else { ("let value = 2;", "let value = 1;") };
-            ("edit_file".into(), json!({"path": "src/lib.rs", "old_text": format!("pub fn add_7(x: u64) -> u64 {{\n    {from}"), "new_text": format!("pub fn add_7(x: u64) -> u64 {{\n    {to}")}))
+            let (from, to) = if (step / 5) % 2 == 0 {
+                ("let value = 1;", "let value = 2;")
+            } else {
+                ("let value = 2;", "let value = 1;")
+            };
+            (
+                "edit_file".into(),
+                json!({"path": "src/lib.rs", "old_text": format!("pub fn add_7(x: u64) -> u64 {{\n    {from}"), "new_text": format!("pub fn add_7(x: u64) -> u64 {{\n    {to}")}),
+            )
         }
         3 => ("run_tests".into(), json!({})),
-        4 => ("load_context".into(), json!({"item": "full_file:src/lib.rs"})),
+        4 => (
+            "load_context".into(),
+            json!({"item": "full_file:src/lib.rs"}),
+        ),
         _ => ("search".into(), json!({"pattern": "add_1[0-9]"})),
     }
 }
@@ -66,7 +79,10 @@ fn reply(step: u64) -> (String, serde_json::Value) {
 fn response(name: String, arguments: serde_json::Value) -> ModelResponse {
     ModelResponse {
         reply: ModelReply::ToolCall { name, arguments },
-        usage: Usage { input_tokens: 0, output_tokens: 0 },
+        usage: Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+        },
         model: "bench".into(),
     }
 }
@@ -86,15 +102,27 @@ fn flat_tokens(tokio: &tokio::runtime::Runtime) {
         let prepared = exec.prepare().unwrap();
         tokens.push(prepared.prompt.total_tokens);
         // Start the analysis phase with a check so the rest of the cycle is allowed.
-        let (name, args) = if step == 1 { ("run_tests".to_string(), json!({})) } else { reply(step) };
-        tokio.block_on(exec.apply(prepared, response(name, args))).unwrap();
+        let (name, args) = if step == 1 {
+            ("run_tests".to_string(), json!({}))
+        } else {
+            reply(step)
+        };
+        tokio
+            .block_on(exec.apply(prepared, response(name, args)))
+            .unwrap();
     }
     let (first, last) = (tokens[0], tokens[99]);
     let max = *tokens.iter().max().unwrap();
     let min = *tokens.iter().min().unwrap();
     println!("== 100-step scripted session (read, edit, run_tests, load_context, search) ==");
-    println!("context tokens: step 1 = {first}, step 100 = {last}, ratio = {:.3}", last as f64 / first as f64);
-    println!("min = {min}, max = {max}, budget = {}", rt.config.budget.total);
+    println!(
+        "context tokens: step 1 = {first}, step 100 = {last}, ratio = {:.3}",
+        last as f64 / first as f64
+    );
+    println!(
+        "min = {min}, max = {max}, budget = {}",
+        rt.config.budget.total
+    );
     let steady: Vec<_> = tokens[10..].to_vec();
     let smin = *steady.iter().min().unwrap();
     let smax = *steady.iter().max().unwrap();
@@ -119,7 +147,10 @@ fn fake_history(rt: &Runtime, spec: &TaskSpec, n: u64) -> agentforge::state_stor
             duration_ms: 1,
             timestamp: "2026-11-22T00:00:00.000Z".into(),
             context_tokens: 3000,
-            usage: Usage { input_tokens: 3000, output_tokens: 40 },
+            usage: Usage {
+                input_tokens: 3000,
+                output_tokens: 40,
+            },
             output_artifact: None,
             state_after: state.clone(),
         };
@@ -140,8 +171,11 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         let t0 = Instant::now();
         let prepared = exec.prepare().unwrap();
         let t1 = Instant::now();
-        let args = json!({"path": "src/lib.rs", "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
-        tokio.block_on(exec.apply(prepared, response("read_file".into(), args))).unwrap();
+        let args =
+            json!({"path": "src/lib.rs", "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
+        tokio
+            .block_on(exec.apply(prepared, response("read_file".into(), args)))
+            .unwrap();
         let t2 = Instant::now();
         prep.push(t1 - t0);
         total.push(t2 - t0);
@@ -165,10 +199,16 @@ fn resume_time() {
         let (rt, spec) = setup(tmp.path(), 5000);
         let dir = fake_history(&rt, &spec, 1000);
         // A crash mid-append: a torn last line, and state.yaml one step behind.
-        let mut log = std::fs::OpenOptions::new().append(true).open(dir.log_path()).unwrap();
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
         std::io::Write::write_all(&mut log, b"{\"step\":1001,\"phase\":\"impl").unwrap();
         let server = ScriptedServer::builder(Protocol::OpenAi)
-            .script(vec![Scripted::tool_call("escalate", json!({"reason": "bench"}))])
+            .script(vec![Scripted::tool_call(
+                "escalate",
+                json!({"reason": "bench"}),
+            )])
             .start_background();
         let started = Instant::now();
         let mut child = std::process::Command::new(bin)
@@ -187,7 +227,11 @@ fn resume_time() {
         let _ = child.wait();
     }
     println!("== resume after kill -9 (torn last line, 1,000 prior actions) ==");
-    println!("process start -> next model request: median = {:?} (5 runs: {:?})", median(&mut samples.clone()), samples);
+    println!(
+        "process start -> next model request: median = {:?} (5 runs: {:?})",
+        median(&mut samples.clone()),
+        samples
+    );
 }
 
 fn main() {
@@ -196,7 +240,10 @@ fn main() {
         println!("steps bench: run with `cargo bench -p agentforge --bench steps`");
         return;
     }
-    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     flat_tokens(&tokio);
     overhead(&tokio);
     resume_time();

@@ -170,7 +170,10 @@ pub enum ConfigError {
 impl Config {
     /// Loads `path` if given, else `<workspace>/agentforge.toml` if present, else defaults;
     /// then applies environment overrides and validates.
-    pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    pub fn load(
+        explicit: Option<&Path>,
+        workspace: &Path,
+    ) -> Result<(Config, Option<PathBuf>), ConfigError> {
         let path = match explicit {
             Some(p) => Some(p.to_path_buf()),
             None => {
@@ -196,7 +199,12 @@ impl Config {
             }
         }
         config.apply_env(|k| std::env::var(k).ok())?;
-        config.validate(&path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "defaults".into()))?;
+        config.validate(
+            &path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "defaults".into()),
+        )?;
         Ok((config, path))
     }
 
@@ -239,13 +247,22 @@ impl Config {
             return Err(err("limits.max_steps", "must be at least 1".into()));
         }
         if self.limits.command_timeout_secs == 0 {
-            return Err(err("limits.command_timeout_secs", "must be at least 1".into()));
+            return Err(err(
+                "limits.command_timeout_secs",
+                "must be at least 1".into(),
+            ));
         }
         if self.limits.max_invalid_replies == 0 {
-            return Err(err("limits.max_invalid_replies", "must be at least 1".into()));
+            return Err(err(
+                "limits.max_invalid_replies",
+                "must be at least 1".into(),
+            ));
         }
         if self.limits.working_memory_items == 0 {
-            return Err(err("limits.working_memory_items", "must be at least 1".into()));
+            return Err(err(
+                "limits.working_memory_items",
+                "must be at least 1".into(),
+            ));
         }
         if self.provider.kind == ProviderKind::Replay && self.provider.replay.is_none() {
             return Err(err(

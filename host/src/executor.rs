@@ -105,7 +105,10 @@ impl Runtime {
 
     /// Creates a task's folder from its spec, validating the task type and checks first.
     pub fn create_task(&self, spec: &TaskSpec) -> Result<TaskDir, ExecError> {
-        let schema = self.schemas.get(&spec.task_type).map_err(ExecError::Config)?;
+        let schema = self
+            .schemas
+            .get(&spec.task_type)
+            .map_err(ExecError::Config)?;
         self.checks_for(spec)?;
         let max_steps = spec.max_steps.unwrap_or(self.config.limits.max_steps);
         let state = TaskState::initial(spec, schema.initial_phase(), max_steps);
@@ -258,8 +261,9 @@ impl<'r> Executor<'r> {
         let snap = self.snapshot_dir(pending);
         let mut rolled_back = None;
         if snap.exists() {
-            tools::restore_snapshot(&self.rt.workspace, &snap)
-                .map_err(|e| ExecError::Config(format!("cannot roll back interrupted step {pending}: {e}")))?;
+            tools::restore_snapshot(&self.rt.workspace, &snap).map_err(|e| {
+                ExecError::Config(format!("cannot roll back interrupted step {pending}: {e}"))
+            })?;
             std::fs::remove_dir_all(&snap).map_err(|source| StoreError::Io {
                 op: "cannot remove",
                 path: snap.display().to_string(),
@@ -415,7 +419,11 @@ impl<'r> Executor<'r> {
     }
 
     /// Applies the model's answer: validate, guard, execute, verify, record.
-    pub async fn apply(&self, prepared: PreparedStep, response: ModelResponse) -> Result<StepReport, ExecError> {
+    pub async fn apply(
+        &self,
+        prepared: PreparedStep,
+        response: ModelResponse,
+    ) -> Result<StepReport, ExecError> {
         let PreparedStep {
             step,
             prompt,
@@ -481,7 +489,10 @@ impl<'r> Executor<'r> {
                 match self.rt.guards.check(&action, &state) {
                     GuardDecision::Deny(reason) => {
                         feedback = Some(reason.clone());
-                        let mut e = Executed::new(ActionResult::Skipped, format!("refused: {}", cut(&reason, 160)));
+                        let mut e = Executed::new(
+                            ActionResult::Skipped,
+                            format!("refused: {}", cut(&reason, 160)),
+                        );
                         e.error = Some(reason);
                         e
                     }
@@ -489,13 +500,19 @@ impl<'r> Executor<'r> {
                         if let GuardDecision::Warn(w) = decision {
                             feedback = Some(format!("warning: {w}"));
                         }
-                        let e = self.execute(&action, step, &spec, &mut state, &mut memory).await?;
+                        let e = self
+                            .execute(&action, step, &spec, &mut state, &mut memory)
+                            .await?;
                         if e.result == ActionResult::Failure && feedback.is_none() {
                             if let Some(err) = &e.error {
                                 if e.summary.starts_with("reverted") {
                                     feedback = Some(e.summary.clone());
                                 } else {
-                                    feedback = Some(format!("{} failed: {}", action.name(), cut(err, 300)));
+                                    feedback = Some(format!(
+                                        "{} failed: {}",
+                                        action.name(),
+                                        cut(err, 300)
+                                    ));
                                 }
                             }
                         }
@@ -577,18 +594,27 @@ impl<'r> Executor<'r> {
                 state.status_reason = summary.clone();
                 Ok(Executed::new(
                     ActionResult::Success,
-                    format!("task complete: {}", summary.as_deref().unwrap_or("verification passing")),
+                    format!(
+                        "task complete: {}",
+                        summary.as_deref().unwrap_or("verification passing")
+                    ),
                 ))
             }
             Action::Escalate { reason } => {
                 state.status = TaskStatus::Escalated;
                 state.status_reason = Some(reason.clone());
-                Ok(Executed::new(ActionResult::Success, format!("escalated: {}", cut(reason, 160))))
+                Ok(Executed::new(
+                    ActionResult::Success,
+                    format!("escalated: {}", cut(reason, 160)),
+                ))
             }
             Action::CannotFix { reason } => {
                 state.status = TaskStatus::Failed;
                 state.status_reason = Some(format!("cannot fix: {reason}"));
-                Ok(Executed::new(ActionResult::Success, format!("cannot fix: {}", cut(reason, 160))))
+                Ok(Executed::new(
+                    ActionResult::Success,
+                    format!("cannot fix: {}", cut(reason, 160)),
+                ))
             }
             Action::RunCheck { name } | Action::RunTests { name } => {
                 let kind = if matches!(action, Action::RunCheck { .. }) {
@@ -600,16 +626,25 @@ impl<'r> Executor<'r> {
                 let selected: Vec<CheckSpec> = match name {
                     Some(n) => all.iter().filter(|c| &c.name == n).cloned().collect(),
                     None => {
-                        let of_kind: Vec<_> = all.iter().filter(|c| c.kind == kind).cloned().collect();
+                        let of_kind: Vec<_> =
+                            all.iter().filter(|c| c.kind == kind).cloned().collect();
                         // A task with only tests still answers run_check, and vice versa.
-                        if of_kind.is_empty() { all.clone() } else { of_kind }
+                        if of_kind.is_empty() {
+                            all.clone()
+                        } else {
+                            of_kind
+                        }
                     }
                 };
                 if selected.is_empty() {
                     let names: Vec<_> = all.iter().map(|c| c.name.as_str()).collect();
                     return Ok(Executed::failure(
                         "no such check",
-                        format!("no check named `{}`; checks: {}", name.as_deref().unwrap_or(""), names.join(", ")),
+                        format!(
+                            "no check named `{}`; checks: {}",
+                            name.as_deref().unwrap_or(""),
+                            names.join(", ")
+                        ),
                     ));
                 }
                 let mut e = self.verify(&selected, &all, step, state).await?;
@@ -618,7 +653,9 @@ impl<'r> Executor<'r> {
                 e.gathered_context = true;
                 Ok(e)
             }
-            Action::LoadContext { item } => Ok(self.load_context(item, step, spec, state, memory, now())),
+            Action::LoadContext { item } => {
+                Ok(self.load_context(item, step, spec, state, memory, now()))
+            }
             _ => {
                 let snap = self.snapshot_dir(step);
                 let out = tools::execute_file_action(&self.rt.workspace, action, &snap);
@@ -658,7 +695,14 @@ impl<'r> Executor<'r> {
                 let regressed: Vec<String> = before
                     .checks
                     .iter()
-                    .filter(|(n, c)| c.passing && state.verification.checks.get(*n).is_some_and(|now| !now.passing))
+                    .filter(|(n, c)| {
+                        c.passing
+                            && state
+                                .verification
+                                .checks
+                                .get(*n)
+                                .is_some_and(|now| !now.passing)
+                    })
                     .map(|(n, _)| n.clone())
                     .collect();
                 if !regressed.is_empty() {
@@ -702,7 +746,8 @@ impl<'r> Executor<'r> {
             if let Some(t) = check.timeout_secs {
                 limits.timeout = std::time::Duration::from_secs(t);
             }
-            let output = match run_command(&check.command, self.rt.workspace.root(), &limits).await {
+            let output = match run_command(&check.command, self.rt.workspace.root(), &limits).await
+            {
                 Ok(o) => o,
                 Err(err) => CommandOutput {
                     command: check.command.clone(),
@@ -713,8 +758,15 @@ impl<'r> Executor<'r> {
                     duration: std::time::Duration::ZERO,
                 },
             };
-            let result = if output.success() { ActionResult::Success } else { ActionResult::Failure };
-            let facts = self.rt.extractors.extract(&check.name, &output.output, result, step);
+            let result = if output.success() {
+                ActionResult::Success
+            } else {
+                ActionResult::Failure
+            };
+            let facts = self
+                .rt
+                .extractors
+                .extract(&check.name, &output.output, result, step);
             let verdict = self.rt.gate.evaluate(check, &output, &facts);
             merge_facts(&mut state.facts, facts);
             combined.push_str(&format!(
@@ -748,7 +800,11 @@ impl<'r> Executor<'r> {
                 .get(&c.name)
                 .is_some_and(|s| s.passing && s.step >= state.last_change_step)
         });
-        let name = if selected.len() == 1 { selected[0].name.as_str() } else { "checks" };
+        let name = if selected.len() == 1 {
+            selected[0].name.as_str()
+        } else {
+            "checks"
+        };
         let artifact = self.dir.write_output(step, &sanitize(name), &combined)?;
         let summary = summaries.join("; ");
         let mut e = if failed.is_empty() {
@@ -778,7 +834,8 @@ impl<'r> Executor<'r> {
         let loaded: Result<String, String> = if let Some(path) = item.strip_prefix("full_file:") {
             match self.rt.workspace.resolve(path) {
                 Err(e) => Err(e.to_string()),
-                Ok(_) => numbered_file(&self.rt.workspace, path).ok_or_else(|| format!("cannot read `{path}`")),
+                Ok(_) => numbered_file(&self.rt.workspace, path)
+                    .ok_or_else(|| format!("cannot read `{path}`")),
             }
         } else if let Some(id) = item.strip_prefix("spec_section:") {
             let inputs = serde_json::to_value(&spec.inputs).unwrap_or(Value::Null);
@@ -803,7 +860,10 @@ impl<'r> Executor<'r> {
                     expires_after_steps: Some(LOADED_TTL),
                     pinned: false,
                 });
-                let mut e = Executed::new(ActionResult::Success, format!("loaded {item} into working memory"));
+                let mut e = Executed::new(
+                    ActionResult::Success,
+                    format!("loaded {item} into working memory"),
+                );
                 e.gathered_context = true;
                 e
             }
@@ -816,11 +876,16 @@ impl<'r> Executor<'r> {
         let rec = records
             .iter()
             .rev()
-            .find(|r| r.output_artifact.is_some() && (!failing_only || r.result != ActionResult::Success))
-            .ok_or_else(|| "no check or test output recorded yet; run run_tests first".to_string())?;
+            .find(|r| {
+                r.output_artifact.is_some() && (!failing_only || r.result != ActionResult::Success)
+            })
+            .ok_or_else(|| {
+                "no check or test output recorded yet; run run_tests first".to_string()
+            })?;
         let rel = rec.output_artifact.as_deref().unwrap_or_default();
         let path = self.rt.workspace.root().join(rel);
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         // The context builder compresses long text head/tail; keep the tail, where failures are.
         let lines: Vec<&str> = text.lines().collect();
         let start = lines.len().saturating_sub(300);
@@ -835,14 +900,23 @@ impl<'r> Executor<'r> {
             .and_then(Value::as_str)
             .map(str::to_string)
             .or_else(|| state.files_modified.first().cloned())
-            .ok_or("no anchor file: related_files needs a violation file_path or a modified file")?;
+            .ok_or(
+                "no anchor file: related_files needs a violation file_path or a modified file",
+            )?;
         let p = Path::new(&anchor);
-        let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        let stem = p
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
         let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut related = Vec::new();
         let abs_dir = self.rt.workspace.root().join(&dir);
         if let Ok(entries) = std::fs::read_dir(&abs_dir) {
-            let mut names: Vec<_> = entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            let mut names: Vec<_> = entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
             names.sort();
             for n in names {
                 let rel = dir.join(&n).to_string_lossy().into_owned();
@@ -856,17 +930,34 @@ impl<'r> Executor<'r> {
             glob: None,
             path: None,
         };
-        let hits = tools::execute_file_action(&self.rt.workspace, &search, &self.dir.snapshots_dir().join("unused"));
+        let hits = tools::execute_file_action(
+            &self.rt.workspace,
+            &search,
+            &self.dir.snapshots_dir().join("unused"),
+        );
         Ok(format!(
             "files next to {anchor}:\n{}\nmentions of `{stem}`:\n{}",
-            related.iter().take(20).map(|r| format!("- {r}")).collect::<Vec<_>>().join("\n"),
+            related
+                .iter()
+                .take(20)
+                .map(|r| format!("- {r}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
             hits.content.unwrap_or_default()
         ))
     }
 }
 
 fn sanitize(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn find_section(v: &Value, id: &str) -> Option<Value> {

@@ -83,7 +83,13 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
-fn fact(step: u64, category: FactCategory, statement: String, confidence: f32, source: &str) -> Fact {
+fn fact(
+    step: u64,
+    category: FactCategory,
+    statement: String,
+    confidence: f32,
+    source: &str,
+) -> Fact {
     Fact {
         id: String::new(),
         category,
@@ -136,19 +142,32 @@ impl FactExtractor for CargoRules {
             facts.push(fact(
                 step,
                 FactCategory::Error,
-                format!("test {} panicked at {}:{}: {}", &c[1], &c[2], &c[3], cut(&c[4], 160)),
+                format!(
+                    "test {} panicked at {}:{}: {}",
+                    &c[1],
+                    &c[2],
+                    &c[3],
+                    cut(&c[4], 160)
+                ),
                 1.0,
                 tool,
             ));
         }
         if !CARGO_PANIC.is_match(output) {
             for c in CARGO_FAILED_TEST.captures_iter(output).take(5) {
-                facts.push(fact(step, FactCategory::Error, format!("test {} fails", &c[1]), 1.0, tool));
+                facts.push(fact(
+                    step,
+                    FactCategory::Error,
+                    format!("test {} fails", &c[1]),
+                    1.0,
+                    tool,
+                ));
             }
         }
         let mut diags = 0;
         for c in RUSTC_DIAG.captures_iter(output) {
-            if &c[3] == "aborting due to 1 previous error" || c[3].starts_with("could not compile") {
+            if &c[3] == "aborting due to 1 previous error" || c[3].starts_with("could not compile")
+            {
                 continue;
             }
             diags += 1;
@@ -159,7 +178,14 @@ impl FactExtractor for CargoRules {
             facts.push(fact(
                 step,
                 FactCategory::Error,
-                format!("{}{} at {}:{}: {}", &c[1], code, &c[4], &c[5], cut(&c[3], 160)),
+                format!(
+                    "{}{} at {}:{}: {}",
+                    &c[1],
+                    code,
+                    &c[4],
+                    &c[5],
+                    cut(&c[3], 160)
+                ),
                 1.0,
                 tool,
             ));
@@ -185,10 +211,22 @@ impl FactExtractor for PytestRules {
     fn extract(&self, tool: &str, output: &str, _result: ActionResult, step: u64) -> Vec<Fact> {
         let mut facts = Vec::new();
         if let Some(c) = PYTEST_SUMMARY.captures_iter(output).last() {
-            facts.push(fact(step, FactCategory::Verification, format!("{tool}: {}", &c[1]), 1.0, tool));
+            facts.push(fact(
+                step,
+                FactCategory::Verification,
+                format!("{tool}: {}", &c[1]),
+                1.0,
+                tool,
+            ));
         }
         for c in PYTEST_FAILED.captures_iter(output).take(5) {
-            facts.push(fact(step, FactCategory::Error, format!("test {} fails", &c[1]), 1.0, tool));
+            facts.push(fact(
+                step,
+                FactCategory::Error,
+                format!("test {} fails", &c[1]),
+                1.0,
+                tool,
+            ));
         }
         facts
     }
@@ -198,17 +236,30 @@ impl FactExtractor for PytestRules {
 /// supersedes the older ones from that source, and the store keeps the
 /// [`MAX_FACTS`] most valuable (confidence, then category, then recency).
 pub fn merge_facts(store: &mut Vec<Fact>, new: Vec<Fact>) {
-    for mut f in new {
-        if matches!(f.category, FactCategory::Verification | FactCategory::Error) {
-            let old: Vec<String> = store
+    // A source that reports again (a check re-run) replaces everything it said before:
+    // its old verification facts and its old errors.
+    let rerun: Vec<(String, u64)> = new
+        .iter()
+        .filter(|f| matches!(f.category, FactCategory::Verification | FactCategory::Error))
+        .map(|f| (f.source.clone(), f.step))
+        .collect();
+    let mut replaced: Vec<Fact> = Vec::new();
+    store.retain(|o| {
+        let stale = matches!(o.category, FactCategory::Verification | FactCategory::Error)
+            && rerun
                 .iter()
-                .filter(|o| o.source == f.source && o.category == f.category && o.step < f.step)
-                .map(|o| o.id.clone())
-                .collect();
-            if !old.is_empty() {
-                store.retain(|o| !old.contains(&o.id));
-                f.supersedes.get_or_insert_with(|| old[0].clone());
-            }
+                .any(|(src, step)| &o.source == src && o.step < *step);
+        if stale {
+            replaced.push(o.clone());
+        }
+        !stale
+    });
+    for mut f in new {
+        if let Some(old) = replaced
+            .iter()
+            .find(|o| o.source == f.source && o.category == f.category)
+        {
+            f.supersedes.get_or_insert_with(|| old.id.clone());
         }
         store.push(f);
     }
@@ -239,9 +290,14 @@ mod tests {
     fn cargo_failure_gives_counts_and_location() {
         let facts = Extractors::builtin().extract("tests", CARGO_FAIL, ActionResult::Failure, 3);
         let statements: Vec<_> = facts.iter().map(|f| f.statement.as_str()).collect();
-        assert!(statements.contains(&"tests: 1 passed, 1 failed"), "{statements:?}");
         assert!(
-            statements.iter().any(|s| s.contains("tests::adds panicked at src/lib.rs:12")),
+            statements.contains(&"tests: 1 passed, 1 failed"),
+            "{statements:?}"
+        );
+        assert!(
+            statements
+                .iter()
+                .any(|s| s.contains("tests::adds panicked at src/lib.rs:12")),
             "{statements:?}"
         );
         assert_eq!(facts[0].id, "f3-1");
@@ -252,7 +308,10 @@ mod tests {
         let out = "error[E0308]: mismatched types\n --> src/lib.rs:4:5\n  |\nerror: aborting due to 1 previous error\n";
         let facts = Extractors::builtin().extract("check", out, ActionResult::Failure, 1);
         assert_eq!(facts.len(), 1, "{facts:?}");
-        assert_eq!(facts[0].statement, "error[E0308] at src/lib.rs:4: mismatched types");
+        assert_eq!(
+            facts[0].statement,
+            "error[E0308] at src/lib.rs:4: mismatched types"
+        );
     }
 
     #[test]
@@ -274,9 +333,15 @@ mod tests {
     fn newer_verification_fact_supersedes_older() {
         let x = Extractors::builtin();
         let mut store = Vec::new();
-        merge_facts(&mut store, x.extract("tests", CARGO_FAIL, ActionResult::Failure, 1));
+        merge_facts(
+            &mut store,
+            x.extract("tests", CARGO_FAIL, ActionResult::Failure, 1),
+        );
         let pass = "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured";
-        merge_facts(&mut store, x.extract("tests", pass, ActionResult::Success, 2));
+        merge_facts(
+            &mut store,
+            x.extract("tests", pass, ActionResult::Success, 2),
+        );
         assert_eq!(store.len(), 1, "{store:?}");
         assert_eq!(store[0].statement, "tests: 2 passed, 0 failed");
         assert_eq!(store[0].supersedes.as_deref(), Some("f1-1"));
@@ -286,7 +351,13 @@ mod tests {
     fn store_is_compacted_to_max() {
         let mut store = Vec::new();
         for s in 0..40 {
-            let mut f = fact(s, FactCategory::Inference, format!("fact {s}"), 0.5, &format!("src{s}"));
+            let mut f = fact(
+                s,
+                FactCategory::Inference,
+                format!("fact {s}"),
+                0.5,
+                &format!("src{s}"),
+            );
             f.id = format!("f{s}-1");
             merge_facts(&mut store, vec![f]);
         }

@@ -40,7 +40,10 @@ impl Gate for CommandGate {
             .find(|f| f.category == FactCategory::Verification)
             .map(|f| f.statement.clone());
         let summary = if output.timed_out {
-            format!("`{}` timed out after {:.0?}", check.command, output.duration)
+            format!(
+                "`{}` timed out after {:.0?}",
+                check.command, output.duration
+            )
         } else {
             let status = match output.exit_code {
                 Some(c) => format!("exit {c}"),

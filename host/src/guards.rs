@@ -51,7 +51,9 @@ impl Guard for CompleteRequiresVerification {
         } else {
             format!("failing checks: {}", failing.join("; "))
         };
-        GuardDecision::Deny(format!("complete refused: verification is not passing ({why})"))
+        GuardDecision::Deny(format!(
+            "complete refused: verification is not passing ({why})"
+        ))
     }
 }
 
@@ -89,7 +91,10 @@ pub struct Guards {
 impl Default for Guards {
     fn default() -> Self {
         Guards {
-            list: vec![Box::new(BlockedActions), Box::new(CompleteRequiresVerification)],
+            list: vec![
+                Box::new(BlockedActions),
+                Box::new(CompleteRequiresVerification),
+            ],
         }
     }
 }

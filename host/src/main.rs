@@ -21,7 +21,11 @@ use agentforge::tools::Workspace;
 const EXIT_USAGE: u8 = 64;
 
 #[derive(Parser, Debug)]
-#[command(name = "agentforge", version, about = "Stateless, budgeted, crash-safe coding agents")]
+#[command(
+    name = "agentforge",
+    version,
+    about = "Stateless, budgeted, crash-safe coding agents"
+)]
 struct Cli {
     #[command(flatten)]
     global: Global,
@@ -224,7 +228,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             } else if rows.is_empty() {
                 println!("no tasks in {}", store.root().display());
             } else {
-                println!("{:<28} {:<18} {:<17} {:<10} STEP", "ID", "TYPE", "STATUS", "PHASE");
+                println!(
+                    "{:<28} {:<18} {:<17} {:<10} STEP",
+                    "ID", "TYPE", "STATUS", "PHASE"
+                );
                 for s in rows {
                     let status = serde_json::to_value(s.status).map_err(failed)?;
                     println!(
@@ -251,7 +258,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 let v = serde_json::json!({"spec": spec, "state": state, "recent_actions": actions.iter().map(|a| serde_json::json!({"step": a.step, "action": a.action, "target": a.target, "result": a.result, "summary": a.summary})).collect::<Vec<_>>()});
                 println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
             } else {
-                println!("# {}\n{}", dir.path().join("task.yaml").display(), spec.to_yaml());
+                println!(
+                    "# {}\n{}",
+                    dir.path().join("task.yaml").display(),
+                    spec.to_yaml()
+                );
                 println!(
                     "# state.yaml\n{}",
                     serde_yaml_ng::to_string(&state).map_err(failed)?
@@ -364,7 +375,13 @@ fn check_writable(root: &Path) -> Result<(), Failure> {
             std::fs::write(&probe, b"ok")?;
             std::fs::remove_file(&probe)
         })
-        .with_context(|| format!("workspace {} is not writable (tasks are stored in {})", root.display(), dir.display()))
+        .with_context(|| {
+            format!(
+                "workspace {} is not writable (tasks are stored in {})",
+                root.display(),
+                dir.display()
+            )
+        })
         .map_err(usage)
 }
 
@@ -383,8 +400,12 @@ fn latest_running(store: &TaskStore) -> Result<String> {
             best = Some((t, id));
         }
     }
-    best.map(|(_, id)| id)
-        .ok_or_else(|| anyhow!("no running task to resume in {}; name one with `agentforge resume <task-id>`", store.root().display()))
+    best.map(|(_, id)| id).ok_or_else(|| {
+        anyhow!(
+            "no running task to resume in {}; name one with `agentforge resume <task-id>`",
+            store.root().display()
+        )
+    })
 }
 
 fn report_recovery(r: &agentforge::state_store::Recovery) {
@@ -399,7 +420,11 @@ fn report_recovery(r: &agentforge::state_store::Recovery) {
     }
 }
 
-async fn drive(rt: &Runtime, dir: agentforge::state_store::TaskDir, json: bool) -> Result<u8, Failure> {
+async fn drive(
+    rt: &Runtime,
+    dir: agentforge::state_store::TaskDir,
+    json: bool,
+) -> Result<u8, Failure> {
     let exec = Executor::new(rt, dir);
     let (state, recovery, rolled_back) = exec.recover().map_err(failed)?;
     report_recovery(&recovery);
@@ -448,7 +473,11 @@ async fn drive(rt: &Runtime, dir: agentforge::state_store::TaskDir, json: bool) 
         );
         println!(
             "files modified: {}",
-            if state.files_modified.is_empty() { "none".to_string() } else { state.files_modified.join(", ") }
+            if state.files_modified.is_empty() {
+                "none".to_string()
+            } else {
+                state.files_modified.join(", ")
+            }
         );
         println!(
             "tokens: max prompt {} (host count), provider input {} output {}",

@@ -137,7 +137,10 @@ mod tests {
     fn task_type_specific_template_wins() {
         let p = Prompts::new(None);
         let s = p.render(&vars("fix_violation", "implement")).unwrap();
-        assert!(s.starts_with("You are fixing a conformance violation"), "{s}");
+        assert!(
+            s.starts_with("You are fixing a conformance violation"),
+            "{s}"
+        );
         assert!(s.contains("read_file, edit_file"));
         let g = p.render(&vars("other", "implement")).unwrap();
         assert!(g.contains("Phase: IMPLEMENT"));

@@ -104,7 +104,13 @@ const IMPLEMENT_ACTIONS: &[&str] = &[
     "escalate",
     "cannot_fix",
 ];
-const VERIFY_ACTIONS: &[&str] = &["complete", "run_check", "run_tests", "read_file", "escalate"];
+const VERIFY_ACTIONS: &[&str] = &[
+    "complete",
+    "run_check",
+    "run_tests",
+    "read_file",
+    "escalate",
+];
 
 const STANDARD_PHASES: &[PhaseDef] = &[
     PhaseDef {
@@ -193,7 +199,10 @@ impl ContextSchema for FixViolation {
         }
         if let Some(path) = file {
             let content = numbered_file(ws, &path).unwrap_or_else(|| "(file not found)".into());
-            out.insert("file_content".into(), json!({ "path": path, "content": content }));
+            out.insert(
+                "file_content".into(),
+                json!({ "path": path, "content": content }),
+            );
         }
         let issues = remaining_issues(state);
         if !issues.is_empty() {
@@ -273,7 +282,10 @@ impl ContextSchema for WriteTests {
         );
         if let Some(p) = input(spec, "example_test_file").and_then(Value::as_str) {
             if let Some(c) = numbered_file(ws, p) {
-                out.insert("test_patterns".into(), json!({"path": p, "example_test": c}));
+                out.insert(
+                    "test_patterns".into(),
+                    json!({"path": p, "example_test": c}),
+                );
             }
         }
         if let Some(p) = input(spec, "target_test_file").and_then(Value::as_str) {
@@ -311,12 +323,15 @@ impl SchemaRegistry {
 
     /// The schema of `task_type`, or an error listing the known ones.
     pub fn get(&self, task_type: &str) -> Result<&dyn ContextSchema, String> {
-        self.schemas.get(task_type).map(|b| b.as_ref()).ok_or_else(|| {
-            format!(
-                "unknown task type `{task_type}`; known task types: {}",
-                self.schemas.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })
+        self.schemas
+            .get(task_type)
+            .map(|b| b.as_ref())
+            .ok_or_else(|| {
+                format!(
+                    "unknown task type `{task_type}`; known task types: {}",
+                    self.schemas.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })
     }
 
     /// Names of all task types.
@@ -342,13 +357,34 @@ mod tests {
     fn transitions() {
         let s = FixViolation;
         assert_eq!(s.initial_phase(), "analyze");
-        assert_eq!(s.next_phase("analyze", 1, facts(false, false, false, false)), "analyze");
-        assert_eq!(s.next_phase("analyze", 1, facts(true, false, false, false)), "implement");
-        assert_eq!(s.next_phase("analyze", 3, facts(false, false, false, false)), "implement");
-        assert_eq!(s.next_phase("implement", 2, facts(false, true, false, true)), "implement");
-        assert_eq!(s.next_phase("implement", 2, facts(false, true, true, false)), "verify");
-        assert_eq!(s.next_phase("verify", 1, facts(false, false, false, true)), "implement");
-        assert_eq!(s.next_phase("analyze", 1, facts(false, false, true, false)), "verify");
+        assert_eq!(
+            s.next_phase("analyze", 1, facts(false, false, false, false)),
+            "analyze"
+        );
+        assert_eq!(
+            s.next_phase("analyze", 1, facts(true, false, false, false)),
+            "implement"
+        );
+        assert_eq!(
+            s.next_phase("analyze", 3, facts(false, false, false, false)),
+            "implement"
+        );
+        assert_eq!(
+            s.next_phase("implement", 2, facts(false, true, false, true)),
+            "implement"
+        );
+        assert_eq!(
+            s.next_phase("implement", 2, facts(false, true, true, false)),
+            "verify"
+        );
+        assert_eq!(
+            s.next_phase("verify", 1, facts(false, false, false, true)),
+            "implement"
+        );
+        assert_eq!(
+            s.next_phase("analyze", 1, facts(false, false, true, false)),
+            "verify"
+        );
     }
 
     #[test]

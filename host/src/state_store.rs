@@ -396,7 +396,11 @@ impl TaskStore {
                 path: dir.display().to_string(),
             });
         }
-        for sub in ["artifacts/inputs", "artifacts/outputs", "artifacts/snapshots"] {
+        for sub in [
+            "artifacts/inputs",
+            "artifacts/outputs",
+            "artifacts/snapshots",
+        ] {
             let p = dir.join(sub);
             fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
         }
@@ -800,7 +804,10 @@ mod tests {
             dir.append_action(&record(s, &st)).unwrap();
         }
         let recent = dir.recent_actions(3).unwrap();
-        assert_eq!(recent.iter().map(|r| r.step).collect::<Vec<_>>(), [48, 49, 50]);
+        assert_eq!(
+            recent.iter().map(|r| r.step).collect::<Vec<_>>(),
+            [48, 49, 50]
+        );
         assert_eq!(dir.read_actions().unwrap().len(), 50);
     }
 
@@ -808,7 +815,10 @@ mod tests {
     fn torn_last_line_is_saved_and_cut() {
         let (_tmp, dir, st) = setup();
         dir.append_action(&record(1, &st)).unwrap();
-        let mut f = OpenOptions::new().append(true).open(dir.log_path()).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
         f.write_all(b"{\"step\":2,\"pha").unwrap();
         let (state, rec) = dir.recover().unwrap();
         let saved = rec.torn_line_saved_to.expect("torn line reported");
@@ -824,7 +834,10 @@ mod tests {
     fn unparseable_last_line_with_newline_is_torn_too() {
         let (_tmp, dir, st) = setup();
         dir.append_action(&record(1, &st)).unwrap();
-        let mut f = OpenOptions::new().append(true).open(dir.log_path()).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
         f.write_all(b"{\"step\":2}\n").unwrap();
         let (_, rec) = dir.recover().unwrap();
         assert!(rec.torn_line_saved_to.is_some());
@@ -835,7 +848,10 @@ mod tests {
     fn corrupt_middle_line_is_an_error_not_a_repair() {
         let (_tmp, dir, st) = setup();
         dir.append_action(&record(1, &st)).unwrap();
-        let mut f = OpenOptions::new().append(true).open(dir.log_path()).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
         f.write_all(b"garbage\n").unwrap();
         dir.append_action(&record(2, &st)).unwrap();
         let err = dir.read_actions().unwrap_err();

@@ -137,17 +137,26 @@ impl TaskSpec {
             return Err(field("goal", "must be a non-empty sentence"));
         }
         if self.task_type.trim().is_empty() {
-            return Err(field("task_type", "must name a task type such as fix_violation"));
+            return Err(field(
+                "task_type",
+                "must name a task type such as fix_violation",
+            ));
         }
         for (i, c) in self.checks.iter().enumerate() {
             if c.name.trim().is_empty() {
                 return Err(field(&format!("checks[{i}].name"), "must be non-empty"));
             }
             if c.command.trim().is_empty() {
-                return Err(field(&format!("checks[{i}].command"), "must be a shell command"));
+                return Err(field(
+                    &format!("checks[{i}].command"),
+                    "must be a shell command",
+                ));
             }
             if c.timeout_secs == Some(0) {
-                return Err(field(&format!("checks[{i}].timeout_secs"), "must be at least 1"));
+                return Err(field(
+                    &format!("checks[{i}].timeout_secs"),
+                    "must be at least 1",
+                ));
             }
         }
         if self.max_steps == Some(0) {
