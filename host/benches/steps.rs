@@ -244,7 +244,16 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    flat_tokens(&tokio);
-    overhead(&tokio);
-    resume_time();
+    // `cargo bench -p agentforge --bench steps -- tokens|overhead|resume` runs one part.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let want = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    if want("tokens") {
+        flat_tokens(&tokio);
+    }
+    if want("overhead") {
+        overhead(&tokio);
+    }
+    if want("resume") {
+        resume_time();
+    }
 }
