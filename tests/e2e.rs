@@ -613,3 +613,35 @@ fn the_bundled_example_runs_for_real_with_the_replay_provider() {
         recs[1]
     );
 }
+
+/// What the model sees after a failing test run and a failed edit: reviewed as a snapshot
+/// so that any change to the rendered context is deliberate.
+#[test]
+fn rendered_context_after_two_steps_snapshot() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("two.jsonl"),
+        concat!(
+            "{\"tool\":\"run_tests\",\"arguments\":{}}\n",
+            "{\"tool\":\"edit_file\",\"arguments\":{\"path\":\"notes.txt\",\"old_text\":\"status: brokn\",\"new_text\":\"status: fixed\"}}\n",
+        ),
+    )
+    .unwrap();
+    let out = cmd(dir.path())
+        .args([
+            "run",
+            "task.yaml",
+            "--replay",
+            "two.jsonl",
+            "--max-steps",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    // The recording ends after two steps: the run stops with a replay error, state intact.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(records(dir.path(), "notes").len(), 2);
+    let out = cmd(dir.path()).args(["context", "notes"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
+}

@@ -245,7 +245,10 @@ fn main() {
         .build()
         .unwrap();
     // `cargo bench -p agentforge --bench steps -- tokens|overhead|resume` runs one part.
-    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let want = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
     if want("tokens") {
         flat_tokens(&tokio);

@@ -503,18 +503,12 @@ impl<'r> Executor<'r> {
                         let e = self
                             .execute(&action, step, &spec, &mut state, &mut memory)
                             .await?;
-                        if e.result == ActionResult::Failure && feedback.is_none() {
-                            if let Some(err) = &e.error {
-                                if e.summary.starts_with("reverted") {
-                                    feedback = Some(e.summary.clone());
-                                } else {
-                                    feedback = Some(format!(
-                                        "{} failed: {}",
-                                        action.name(),
-                                        cut(err, 300)
-                                    ));
-                                }
-                            }
+                        // A plain failure is visible in `recent`; only a revert needs a louder note.
+                        if e.result == ActionResult::Failure
+                            && feedback.is_none()
+                            && e.summary.starts_with("reverted")
+                        {
+                            feedback = Some(e.summary.clone());
                         }
                         e
                     }
@@ -780,7 +774,13 @@ impl<'r> Executor<'r> {
             ));
             summaries.push(format!("{}: {}", check.name, verdict.summary));
             if !verdict.passing {
-                failed.push(format!("{}: {}", check.name, output.tail(MAX_ERROR_CHARS)));
+                let tail = output.tail(MAX_ERROR_CHARS);
+                let tail = if tail.trim().is_empty() {
+                    "(no output)"
+                } else {
+                    tail.trim()
+                };
+                failed.push(format!("{}: {tail}", check.name));
             }
             state.verification.checks.insert(
                 check.name.clone(),

@@ -13,6 +13,14 @@ use crate::state_store::{ActionResult, Fact, FactCategory};
 /// Most facts kept in the task state.
 pub const MAX_FACTS: usize = 20;
 
+/// Start of the statement of the generic fact made when no rule matched.
+pub const GENERIC_PREFIX: &str = "`";
+
+/// Whether `f` is the generic fact made when no rule matched (it carries no counts).
+pub fn is_generic(f: &Fact) -> bool {
+    f.statement.starts_with(GENERIC_PREFIX)
+}
+
 /// Turns one tool output into facts.
 pub trait FactExtractor: Send + Sync {
     /// Name, recorded as the facts' source.
@@ -62,7 +70,10 @@ impl Extractors {
             facts.push(fact(
                 step,
                 FactCategory::Verification,
-                format!("`{tool}` result: {result}; last line: {}", cut(last, 160)),
+                format!(
+                    "{GENERIC_PREFIX}{tool}` result: {result}; last line: {}",
+                    cut(last, 160)
+                ),
                 1.0,
                 tool,
             ));

@@ -37,7 +37,7 @@ impl Gate for CommandGate {
         let passing = output.success();
         let detail = facts
             .iter()
-            .find(|f| f.category == FactCategory::Verification)
+            .find(|f| f.category == FactCategory::Verification && !crate::extract::is_generic(f))
             .map(|f| f.statement.clone());
         let summary = if output.timed_out {
             format!(
@@ -49,9 +49,16 @@ impl Gate for CommandGate {
                 Some(c) => format!("exit {c}"),
                 None => "killed".to_string(),
             };
+            let verdict = if passing { "passed" } else { "failed" };
             match detail {
                 Some(d) => format!("{d} ({status})"),
-                None => format!("{} ({status})", if passing { "passed" } else { "failed" }),
+                None => match output.output.lines().rev().find(|l| !l.trim().is_empty()) {
+                    Some(last) => format!(
+                        "{verdict} ({status}): {}",
+                        last.trim().chars().take(160).collect::<String>()
+                    ),
+                    None => format!("{verdict} ({status}), no output"),
+                },
             }
         };
         GateVerdict { passing, summary }
