@@ -134,12 +134,6 @@ pub(crate) fn count_capped_cached(text: &str, cap: usize) -> Count {
     count
 }
 
-/// Empties the cache (to time cold builds).
-#[cfg(test)]
-pub(crate) fn clear_cache() {
-    CACHE.lock().unwrap().clear();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
