@@ -196,6 +196,7 @@ struct Executed {
     gathered_context: bool,
     changed_files: bool,
     verification_ran: bool,
+    file_hashes: std::collections::BTreeMap<String, String>,
 }
 
 impl Executed {
@@ -208,6 +209,7 @@ impl Executed {
             gathered_context: false,
             changed_files: false,
             verification_ran: false,
+            file_hashes: Default::default(),
         }
     }
     fn failure(summary: impl Into<String>, error: impl Into<String>) -> Executed {
@@ -272,6 +274,20 @@ impl<'r> Executor<'r> {
             rolled_back = Some(pending);
         }
         Ok((state, recovery, rolled_back))
+    }
+
+    /// Content hash of a workspace file (`absent` if it does not exist).
+    fn file_hash(&self, rel: &str) -> String {
+        use std::hash::{Hash, Hasher};
+        match std::fs::read(self.rt.workspace.root().join(rel)) {
+            Ok(bytes) => {
+                // SipHash with fixed keys: stable for comparisons within a log.
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut h);
+                format!("{:016x}", h.finish())
+            }
+            Err(_) => "absent".to_string(),
+        }
     }
 
     fn snapshot_dir(&self, step: u64) -> std::path::PathBuf {
@@ -559,6 +575,7 @@ impl<'r> Executor<'r> {
             context_tokens: tokens,
             usage: response.usage,
             output_artifact: executed.output_artifact,
+            file_hashes: executed.file_hashes,
             state_after: state.clone(),
         };
         crate::fault::point("after_action", step);
@@ -713,6 +730,9 @@ impl<'r> Executor<'r> {
                     return Ok(e);
                 }
                 e.changed_files = true;
+                for f in &out.files_changed {
+                    e.file_hashes.insert(f.clone(), self.file_hash(f));
+                }
                 for f in out.files_changed {
                     if !state.files_modified.contains(&f) {
                         state.files_modified.push(f);

@@ -291,6 +291,9 @@ pub struct ActionRecord {
     /// Workspace-relative path of the full tool output, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_artifact: Option<String>,
+    /// Content hash of each file this step changed, after the change (for oscillation detection).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub file_hashes: BTreeMap<String, String>,
     /// The state after this step: what `state.yaml` is rebuilt from after a crash.
     pub state_after: TaskState,
 }
@@ -830,6 +833,7 @@ mod tests {
             context_tokens: 100,
             usage: Usage::default(),
             output_artifact: None,
+            file_hashes: BTreeMap::new(),
             state_after: after,
         }
     }
