@@ -2,14 +2,18 @@
 //!
 //! See `ARCHITECTURE.md` at the workspace root for the code map.
 
+pub mod budget;
 pub mod commands;
 pub mod config;
 pub mod context;
 pub mod executor;
 pub mod extract;
 pub mod fault;
+pub mod focus;
 pub mod gates;
 pub mod guards;
+pub mod loops;
+pub mod phases;
 pub mod prompts;
 pub mod providers;
 pub mod schemas;

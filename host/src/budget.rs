@@ -1,0 +1,1 @@
+//! Adaptive step budget (work in progress).

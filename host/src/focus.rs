@@ -1,0 +1,1 @@
+//! Hierarchical focus (work in progress).

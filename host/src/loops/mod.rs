@@ -1,0 +1,1 @@
+//! Loop detection (work in progress).

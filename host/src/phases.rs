@@ -1,0 +1,1 @@
+//! Phase machine (work in progress).
