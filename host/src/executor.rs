@@ -351,6 +351,7 @@ impl<'r> Executor<'r> {
                 step,
                 max_steps: state.max_steps,
             },
+            focus: Value::Null,
             current_state: schema.build_current_state(&spec, &state, &self.rt.workspace),
             facts: &state.facts,
             working_memory: &memory.items,

@@ -77,6 +77,8 @@ pub struct Budgets {
     pub system_prompt: usize,
     /// `task:` (id, goal, step, phase, criteria, constraints).
     pub task_frame: usize,
+    /// `focus:` (the current branch of the plan, loop warnings).
+    pub focus: usize,
     /// `current_state:` (the task type's schema value, file contents).
     pub current_state: usize,
     /// `working_memory:` (items loaded with `load_context`).
@@ -99,7 +101,8 @@ impl Default for Budgets {
             total: 8000,
             system_prompt: 800,
             task_frame: 500,
-            current_state: 3000,
+            focus: 400,
+            current_state: 2600,
             working_memory: 1000,
             understanding: 300,
             recent_actions: 800,
@@ -112,10 +115,11 @@ impl Default for Budgets {
 
 impl Budgets {
     /// The section budgets by field name (everything but `total`).
-    fn sections(&self) -> [(&'static str, usize); 9] {
+    fn sections(&self) -> [(&'static str, usize); 10] {
         [
             ("system_prompt", self.system_prompt),
             ("task_frame", self.task_frame),
+            ("focus", self.focus),
             ("current_state", self.current_state),
             ("working_memory", self.working_memory),
             ("understanding", self.understanding),
@@ -207,6 +211,9 @@ pub struct ContextInput<'a> {
     pub system_prompt: &'a str,
     /// The task frame.
     pub task: TaskFrame,
+    /// The current branch of the plan (goal, task, subtask, next subtask, loop
+    /// warnings), built by `focus::FocusTree::branch_view`. `Null` leaves it out.
+    pub focus: Value,
     /// Task-type specific state built by a context schema (maps, lists, file
     /// contents as multi-line strings). `Null` leaves the section out.
     pub current_state: Value,
@@ -285,6 +292,7 @@ pub enum ContextError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Section {
     Task,
+    Focus,
     CurrentState,
     Understanding,
     WorkingMemory,
@@ -295,8 +303,9 @@ enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 8] = [
+    const ALL: [Section; 9] = [
         Section::Task,
+        Section::Focus,
         Section::CurrentState,
         Section::Understanding,
         Section::WorkingMemory,
@@ -308,9 +317,10 @@ impl Section {
 
     /// Order in which sections are shrunk when the total is over (after their own
     /// budgets are met): working memory (oldest items), current state, then the rest.
-    const TOTAL_ORDER: [Section; 8] = [
+    const TOTAL_ORDER: [Section; 9] = [
         Section::WorkingMemory,
         Section::CurrentState,
+        Section::Focus,
         Section::Understanding,
         Section::Recent,
         Section::Feedback,
@@ -322,6 +332,7 @@ impl Section {
     fn key(self) -> &'static str {
         match self {
             Section::Task => "task",
+            Section::Focus => "focus",
             Section::CurrentState => "current_state",
             Section::Understanding => "understanding",
             Section::WorkingMemory => "working_memory",
@@ -335,6 +346,7 @@ impl Section {
     fn budget_name(self) -> &'static str {
         match self {
             Section::Task => "task_frame",
+            Section::Focus => "focus",
             Section::CurrentState => "current_state",
             Section::Understanding => "understanding",
             Section::WorkingMemory => "working_memory",
@@ -348,6 +360,7 @@ impl Section {
     fn budget(self, b: &Budgets) -> usize {
         match self {
             Section::Task => b.task_frame,
+            Section::Focus => b.focus,
             Section::CurrentState => b.current_state,
             Section::Understanding => b.understanding,
             Section::WorkingMemory => b.working_memory,
@@ -386,7 +399,7 @@ impl Section {
             Range(Items, 0, ITEMS_FLOOR - 1),
         ];
         match self {
-            Section::Task | Section::Feedback => GENERIC,
+            Section::Task | Section::Feedback | Section::Focus => GENERIC,
             Section::Understanding => &[
                 Range(Lines, LINES_FLOOR, MAX),
                 Range(Chars, CHARS_FLOOR, CHARS_STD),
@@ -658,6 +671,13 @@ impl<'a> Prepared<'a> {
                     constraints: cut_list(constraints, p, st, |m| m),
                 };
                 emit(s.key(), &view)
+            }
+            Section::Focus => {
+                if input.focus.is_null() {
+                    return None;
+                }
+                let v = shrink_value(&input.focus, p, st);
+                yaml::section(s.key(), &v)
             }
             Section::CurrentState => {
                 if input.current_state.is_null() {
@@ -1055,7 +1075,7 @@ pub fn build(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt, Con
         .zip(targets)
         .map(|(&s, target)| prep.fit(s, Params::default(), target, s.ladder()))
         .collect();
-    let mut for_total = [false; 8];
+    let mut for_total = [false; Section::ALL.len()];
     let mut total = fixed + fitted.iter().map(Rendered::tokens_exact).sum::<usize>();
 
     // The sections fit their own budgets (as far as they can); now the total.

@@ -293,6 +293,12 @@ impl Fixture {
         ContextInput {
             system_prompt: &self.system,
             task: self.task.clone(),
+            focus: json!({
+                "goal": self.task.goal,
+                "task": "1/1 Fix the violation (0/2 subtasks done)",
+                "subtask": "1.1 Make the failing test pass",
+                "next": "1.2 Run clippy clean",
+            }),
             current_state: self.current_state.clone(),
             facts: &self.facts,
             working_memory: &self.memory,
@@ -442,7 +448,8 @@ fn report_of_a_moderate_case() {
         total: 3000,
         system_prompt: 100,
         task_frame: 150,
-        current_state: 700,
+        focus: 100,
+        current_state: 600,
         working_memory: 300,
         understanding: 120,
         recent_actions: 250,
@@ -463,7 +470,8 @@ fn total_never_exceeds_budget_as_content_grows() {
         total: 4000,
         system_prompt: 400,
         task_frame: 300,
-        current_state: 1200,
+        focus: 150,
+        current_state: 1050,
         working_memory: 500,
         understanding: 200,
         recent_actions: 400,
@@ -707,7 +715,7 @@ fn budgets_validate_names_the_field() {
     // Read from `[budget]`: unknown keys are refused, missing ones default.
     let b: Budgets = toml::from_str("total = 9000").unwrap();
     assert_eq!(b.total, 9000);
-    assert_eq!(b.current_state, 3000);
+    assert_eq!(b.current_state, 2600);
     assert!(toml::from_str::<Budgets>("totl = 1").is_err());
 }
 
