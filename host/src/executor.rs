@@ -17,9 +17,10 @@ use crate::context::{self, ActionEntry, BuiltPrompt, ContextInput, RecentAction,
 use crate::extract::{merge_facts, Extractors};
 use crate::gates::{CommandGate, Gate};
 use crate::guards::{GuardDecision, Guards};
+use crate::phases::{PhaseMachineState, Signals};
 use crate::prompts::{PromptVars, Prompts};
 use crate::providers::{ModelReply, ModelRequest, ModelResponse, Provider, ProviderError};
-use crate::schemas::{numbered_file, ContextSchema, SchemaRegistry, StepFacts};
+use crate::schemas::{builtin_action, numbered_file, ContextSchema, SchemaRegistry};
 use crate::state_store::{
     ActionRecord, ActionResult, CheckStatus, Recovery, StoreError, TaskDir, TaskState, TaskStatus,
     TaskStore,
@@ -227,23 +228,6 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
-fn when(action: &str) -> &'static str {
-    match action {
-        "read_file" => "need to see code (optionally a line range)",
-        "search" => "need to find where something is",
-        "load_context" => "need more than the context shows",
-        "edit_file" => "know the exact text to change",
-        "replace_lines" => "know the line numbers to replace",
-        "write_file" => "creating a new file",
-        "run_check" => "after changes, to see the checks",
-        "run_tests" => "after changes, to see the tests",
-        "complete" => "all checks pass and criteria are met",
-        "escalate" => "stuck after 3 different approaches",
-        "cannot_fix" => "the task is impossible as specified",
-        _ => "",
-    }
-}
-
 impl<'r> Executor<'r> {
     /// An executor for the task in `dir`.
     pub fn new(rt: &'r Runtime, dir: TaskDir) -> Executor<'r> {
@@ -304,8 +288,17 @@ impl<'r> Executor<'r> {
         let spec = self.dir.spec()?;
         let schema = self.schema(&spec.task_type)?;
         let step = state.step + 1;
-        let phase = schema.phase(&state.phase);
-        let offered: Vec<&'static str> = phase.actions.to_vec();
+        let view = schema.phase_graph().actions_view(
+            &PhaseMachineState::at(state.phase.clone(), state.phase_steps),
+            state.verification.ready_for_completion,
+            !state.files_modified.is_empty(),
+        );
+        // Graphs are validated against the built-in actions: every name maps.
+        let offered: Vec<&'static str> = view
+            .available
+            .iter()
+            .filter_map(|a| builtin_action(&a.name))
+            .collect();
         let all_tools = builtin_tool_specs();
         let tools: Vec<_> = offered
             .iter()
@@ -359,14 +352,15 @@ impl<'r> Executor<'r> {
             verification: &state.verification,
             feedback: state.feedback.as_deref(),
             blocked: &state.blocked_actions,
-            actions: offered
+            actions: view
+                .available
                 .iter()
-                .map(|n| ActionEntry {
-                    name: n.to_string(),
-                    when: when(n).to_string(),
+                .map(|a| ActionEntry {
+                    name: a.name.clone(),
+                    when: a.preconditions.join("; "),
                 })
                 .collect(),
-            recommended: phase.recommended.map(str::to_string),
+            recommended: view.recommended.clone(),
             tools,
             tool_mode: self.rt.config.provider.tool_mode,
         };
@@ -535,19 +529,18 @@ impl<'r> Executor<'r> {
 
         // Phase machine.
         if state.status == TaskStatus::Running {
-            let facts = StepFacts {
-                gathered_context: executed.gathered_context,
-                changed_files: executed.changed_files,
+            let signals = Signals {
+                context_gathered: executed.gathered_context,
+                files_changed: executed.changed_files,
                 ready: state.verification.ready_for_completion,
-                verification_failed: executed.verification_ran && state.verification.failing() > 0,
+                checks_failing: executed.verification_ran && state.verification.failing() > 0,
+                has_modifications: !state.files_modified.is_empty(),
             };
-            let next = schema.next_phase(&state.phase, state.phase_steps + 1, facts);
-            if next != state.phase {
-                state.phase = next;
-                state.phase_steps = 0;
-            } else {
-                state.phase_steps += 1;
-            }
+            // History is not persisted yet (TaskState has no phase_history field).
+            let mut machine = PhaseMachineState::at(state.phase.clone(), state.phase_steps);
+            schema.phase_graph().advance(&mut machine, step, &signals);
+            state.phase = machine.current;
+            state.phase_steps = machine.phase_steps;
             if step >= state.max_steps {
                 state.status = TaskStatus::BudgetExhausted;
                 state.status_reason = Some(format!("step budget of {} used up", state.max_steps));

@@ -67,20 +67,34 @@ impl Guard for BlockedActions {
     }
 
     fn check(&self, action: &Action, state: &TaskState) -> GuardDecision {
-        let sig = signature(action);
-        match state.blocked_actions.iter().find(|b| b.signature == sig) {
+        let coarse = signature(action);
+        let exact = exact_signature(action);
+        match state
+            .blocked_actions
+            .iter()
+            .find(|b| b.signature == coarse || b.signature == exact)
+        {
             Some(b) => GuardDecision::Deny(format!(
-                "{sig} is blocked since step {}: {}",
-                b.since_step, b.reason
+                "{} is blocked since step {}: {}",
+                b.signature, b.since_step, b.reason
             )),
             None => GuardDecision::Allow,
         }
     }
 }
 
-/// The signature an action is blocked by: `name:target`.
+/// The coarse signature an action is blocked by: `name:target` (any arguments).
 pub fn signature(action: &Action) -> String {
     format!("{}:{}", action.name(), action.target().unwrap_or_default())
+}
+
+/// The exact signature: `name:target#<hash of all arguments>`, to block one precise
+/// call (the same failing edit again) while leaving other calls on the target open.
+pub fn exact_signature(action: &Action) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{action:?}").hash(&mut h);
+    format!("{}#{:08x}", signature(action), h.finish() as u32)
 }
 
 /// The guards of a run, checked in order; the first denial wins.
@@ -120,5 +134,58 @@ impl Guards {
         } else {
             GuardDecision::Warn(warnings.join("; "))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state_store::BlockedAction;
+    use crate::task::TaskSpec;
+
+    fn state_with(blocked: &str) -> TaskState {
+        let spec = TaskSpec::parse("id: t\ntask_type: fix_violation\ngoal: g\n", "t").unwrap();
+        let mut st = TaskState::initial(&spec, "implement", 10);
+        st.blocked_actions.push(BlockedAction {
+            signature: blocked.to_string(),
+            reason: "failed 3 times".into(),
+            since_step: 4,
+        });
+        st
+    }
+
+    fn edit(old: &str) -> Action {
+        Action::EditFile {
+            path: "a.txt".into(),
+            old_text: old.into(),
+            new_text: "new".into(),
+        }
+    }
+
+    #[test]
+    fn exact_block_refuses_only_the_same_call() {
+        let st = state_with(&exact_signature(&edit("old")));
+        let g = Guards::default();
+        assert!(matches!(g.check(&edit("old"), &st), GuardDecision::Deny(r) if r.contains("since step 4")));
+        assert_eq!(g.check(&edit("other"), &st), GuardDecision::Allow);
+    }
+
+    #[test]
+    fn coarse_block_refuses_every_call_on_the_target() {
+        let st = state_with("edit_file:a.txt");
+        let g = Guards::default();
+        assert!(matches!(g.check(&edit("x"), &st), GuardDecision::Deny(_)));
+        let read = Action::ReadFile { path: "a.txt".into(), start_line: None, end_line: None };
+        assert_eq!(g.check(&read, &st), GuardDecision::Allow);
+    }
+
+    #[test]
+    fn complete_is_refused_until_ready() {
+        let mut st = state_with("none:");
+        let g = Guards::default();
+        let complete = Action::Complete { summary: None };
+        assert!(matches!(g.check(&complete, &st), GuardDecision::Deny(r) if r.contains("no check has run")));
+        st.verification.ready_for_completion = true;
+        assert_eq!(g.check(&complete, &st), GuardDecision::Allow);
     }
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 /// Built-in templates, compiled in so the binary works from any folder.
 const BUILTIN: &[(&str, &str)] = &[
     ("analyze.j2", include_str!("../../prompts/analyze.j2")),
+    ("plan.j2", include_str!("../../prompts/plan.j2")),
     ("implement.j2", include_str!("../../prompts/implement.j2")),
     ("verify.j2", include_str!("../../prompts/verify.j2")),
     (
@@ -144,6 +145,29 @@ mod tests {
         assert!(s.contains("read_file, edit_file"));
         let g = p.render(&vars("other", "implement")).unwrap();
         assert!(g.contains("Phase: IMPLEMENT"));
+    }
+
+    #[test]
+    fn every_phase_of_every_builtin_task_type_has_a_template() {
+        let p = Prompts::new(None);
+        let registry = crate::schemas::SchemaRegistry::default();
+        for name in registry.names() {
+            let schema = registry.get(&name).unwrap();
+            for phase in &schema.phase_graph().phases {
+                if phase.terminal {
+                    continue;
+                }
+                let v = PromptVars {
+                    task_type: &name,
+                    phase: &phase.name,
+                    goal: "g",
+                    step: 1,
+                    max_steps: 2,
+                    actions: vec![],
+                };
+                p.render(&v).unwrap_or_else(|e| panic!("{name}/{}: {e}", phase.name));
+            }
+        }
     }
 
     #[test]

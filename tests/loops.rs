@@ -1,0 +1,1 @@
+//! Loop detector against the labelled set in `tests/data/loops/` (being written).
