@@ -651,7 +651,8 @@ fn rendered_context_after_two_steps_snapshot() {
 #[test]
 fn a_looping_model_is_warned_blocked_and_recovers() {
     let dir = workspace();
-    let bad_edit = json!({"path": "notes.txt", "old_text": "status: brokn", "new_text": "status: fixed"});
+    let bad_edit =
+        json!({"path": "notes.txt", "old_text": "status: brokn", "new_text": "status: fixed"});
     let server = ScriptedServer::builder(Protocol::OpenAi)
         .script(vec![
             Scripted::tool_call("run_tests", json!({})),
@@ -674,25 +675,40 @@ fn a_looping_model_is_warned_blocked_and_recovers() {
     // After the third identical failure the next context carries the warning and suggestions.
     let warned = reqs[4].user_text();
     assert!(warned.contains("identical_action"), "{warned}");
-    assert!(warned.contains("replace_lines"), "suggestion to change approach: {warned}");
+    assert!(
+        warned.contains("replace_lines"),
+        "suggestion to change approach: {warned}"
+    );
     let recs = records(dir.path(), "notes");
-    assert_eq!(recs[3]["loop_detection"]["loop_type"], "identical_action", "{}", recs[3]);
+    assert_eq!(
+        recs[3]["loop_detection"]["loop_type"], "identical_action",
+        "{}",
+        recs[3]
+    );
     // The repeat was refused without running.
     assert_eq!(recs[4]["action"], "edit_file");
     assert_eq!(recs[4]["result"], "skipped");
-    assert!(recs[4]["error"].as_str().unwrap().contains("blocked"), "{}", recs[4]);
+    assert!(
+        recs[4]["error"].as_str().unwrap().contains("blocked"),
+        "{}",
+        recs[4]
+    );
     assert_eq!(recs[5]["result"], "success");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
         "title: demo\nstatus: fixed\n"
     );
     // The block persists in the state across restarts.
-    let state = std::fs::read_to_string(dir.path().join(".agentforge/tasks/notes/state.yaml")).unwrap();
+    let state =
+        std::fs::read_to_string(dir.path().join(".agentforge/tasks/notes/state.yaml")).unwrap();
     assert!(state.contains("blocked_actions"), "{state}");
     assert!(state.contains("edit_file:notes.txt#"), "{state}");
 
     // Post-mortem: the same detection from the recorded log, offline.
-    let out = cmd(dir.path()).args(["inspect", "loops", "notes", "--json"]).output().unwrap();
+    let out = cmd(dir.path())
+        .args(["inspect", "loops", "notes", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let found: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(found[0]["loop_type"], "identical_action", "{found}");

@@ -27,6 +27,8 @@ pub struct Config {
     pub budget: Budgets,
     /// Step, command and retry limits.
     pub limits: Limits,
+    /// Extension and early stop of the step budget.
+    pub adaptive_budget: crate::budget::BudgetPolicy,
     /// Default verification commands for tasks that name none.
     pub commands: Commands,
     /// Prompt template overrides.

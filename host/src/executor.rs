@@ -11,10 +11,12 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::budget::{self, BudgetDecision, ProgressPoint};
 use crate::commands::{run_command, CommandOutput};
 use crate::config::Config;
 use crate::context::{self, ActionEntry, BuiltPrompt, ContextInput, RecentAction, TaskFrame};
 use crate::extract::{merge_facts, Extractors};
+use crate::focus::{self, FailOutcome};
 use crate::gates::{CommandGate, Gate};
 use crate::guards::{GuardDecision, Guards};
 use crate::phases::{PhaseMachineState, Signals};
@@ -22,12 +24,19 @@ use crate::prompts::{PromptVars, Prompts};
 use crate::providers::{ModelReply, ModelRequest, ModelResponse, Provider, ProviderError};
 use crate::schemas::{builtin_action, numbered_file, ContextSchema, SchemaRegistry};
 use crate::state_store::{
-    ActionRecord, ActionResult, CheckStatus, Recovery, StoreError, TaskDir, TaskState, TaskStatus,
-    TaskStore,
+    ActionRecord, ActionResult, CheckStatus, LoopWarning, Recovery, StoreError, TaskDir, TaskState,
+    TaskStatus, TaskStore,
 };
 use crate::task::{CheckKind, CheckSpec, TaskSpec};
 use crate::tools::{self, builtin_tool_specs, parse_action, Action, Workspace};
 use crate::working_memory::{ItemKind, MemoryItem, WorkingMemory};
+
+/// Name of the planning tool (decomposition into tasks and subtasks).
+const PLAN_TOOL: &str = "plan";
+/// Name of the tool that ticks off the active subtask.
+const FINISH_SUBTASK_TOOL: &str = "finish_subtask";
+/// Steps a loop warning stays in the context.
+const WARNING_TTL: u64 = 3;
 
 /// Longest error text kept in a record.
 const MAX_ERROR_CHARS: usize = 500;
@@ -112,7 +121,13 @@ impl Runtime {
             .map_err(ExecError::Config)?;
         self.checks_for(spec)?;
         let max_steps = spec.max_steps.unwrap_or(self.config.limits.max_steps);
-        let state = TaskState::initial(spec, schema.initial_phase(), max_steps);
+        let mut state = TaskState::initial(spec, schema.initial_phase(), max_steps);
+        if let Some(plan) = spec.inputs.get("plan") {
+            let bad =
+                |e: String| ExecError::Config(format!("task `{}`: inputs.plan: {e}", spec.id));
+            let plan = focus::parse_plan(plan).map_err(bad)?;
+            state.focus = focus::FocusTree::from_plan(&spec.goal, &plan).map_err(bad)?;
+        }
         Ok(self.store.create(spec, &state)?)
     }
 
@@ -188,6 +203,13 @@ pub struct Executor<'r> {
     dir: TaskDir,
 }
 
+/// A parsed model call: a built-in action or a planning call.
+enum Call {
+    Builtin(Action),
+    Plan(focus::PlanInput),
+    FinishSubtask(String),
+}
+
 /// Outcome of executing one action, before it is recorded.
 struct Executed {
     result: ActionResult,
@@ -260,6 +282,133 @@ impl<'r> Executor<'r> {
         Ok((state, recovery, rolled_back))
     }
 
+    /// A failure of the active subtask; escalates the run when the plan has nothing left.
+    fn subtask_failed(&self, state: &mut TaskState, reason: &str) {
+        let outcome = state.focus.fail_current(reason);
+        let stuck = state.focus.is_stuck() && !state.focus.all_done();
+        if stuck && state.status == TaskStatus::Running {
+            let why = match outcome {
+                FailOutcome::NothingLeft { reason } | FailOutcome::TaskEscalated { reason, .. } => {
+                    reason
+                }
+                _ => reason.to_string(),
+            };
+            state.status = TaskStatus::Escalated;
+            state.status_reason = Some(format!("every subtask of the plan is blocked: {why}"));
+        }
+    }
+
+    /// The adaptive step budget: extend a task that is making measurable progress (up
+    /// to a ceiling), stop one that has stalled in a loop, stop at the budget otherwise.
+    fn check_budget(
+        &self,
+        spec: &TaskSpec,
+        state: &mut TaskState,
+        step: u64,
+        feedback: &mut Option<String>,
+    ) -> Result<(), ExecError> {
+        let policy = &self.rt.config.adaptive_budget;
+        let base = spec.max_steps.unwrap_or(self.rt.config.limits.max_steps);
+        let window = policy.stall_window as usize + 1;
+        let mut history: Vec<ProgressPoint> = self
+            .dir
+            .recent_actions(window)?
+            .iter()
+            .map(|r| {
+                ProgressPoint::from_verification(
+                    r.step,
+                    &r.state_after.verification,
+                    r.loop_detection.is_some(),
+                )
+            })
+            .collect();
+        history.push(ProgressPoint::from_verification(
+            step,
+            &state.verification,
+            state.loop_warning.as_ref().is_some_and(|w| w.step == step),
+        ));
+        match budget::decide(policy, base, state.max_steps, step, &history) {
+            BudgetDecision::Continue => {}
+            BudgetDecision::Extend { by, reason } => {
+                state.max_steps += by;
+                let note = format!(
+                    "step budget extended by {by} to {}: {reason}",
+                    state.max_steps
+                );
+                *feedback = Some(match feedback.take() {
+                    Some(f) => format!("{f}\n{note}"),
+                    None => note,
+                });
+            }
+            BudgetDecision::Stop { reason } => {
+                state.status = TaskStatus::BudgetExhausted;
+                state.status_reason = Some(reason);
+            }
+        }
+        Ok(())
+    }
+
+    /// The `focus` section: the current branch of the plan, this subtask's last actions,
+    /// the verification probe and any fresh loop warning.
+    fn focus_view(&self, state: &TaskState, recent: &[ActionRecord], step: u64) -> Value {
+        let mine = state.focus.current_actions();
+        let lines: Vec<String> = recent
+            .iter()
+            .filter(|r| mine.contains(&r.step))
+            .map(|r| {
+                format!(
+                    "step {} {} {} -> {}",
+                    r.step,
+                    r.action,
+                    r.target.as_deref().unwrap_or(""),
+                    r.result
+                )
+            })
+            .collect();
+        let probe = if state.verification.checks.is_empty() {
+            None
+        } else {
+            Some(
+                state
+                    .verification
+                    .checks
+                    .iter()
+                    .map(|(n, c)| format!("{n}: {}", if c.passing { "pass" } else { "FAIL" }))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        };
+        let mut warnings = Vec::new();
+        if let Some(w) = state
+            .loop_warning
+            .as_ref()
+            .filter(|w| step <= w.step + WARNING_TTL)
+        {
+            warnings.push(format!(
+                "LOOP {} at step {}: {}",
+                w.loop_type, w.step, w.description
+            ));
+            warnings.extend(w.suggestions.iter().map(|s| format!("try: {s}")));
+        }
+        let planned = state
+            .focus
+            .tasks
+            .iter()
+            .map(|t| t.subtasks.len())
+            .sum::<usize>()
+            > 1;
+        if !planned {
+            // No plan beyond the goal itself: the branch would only repeat the task frame,
+            // `recent` and `verification`; show just the loop warnings, if any.
+            return if warnings.is_empty() {
+                Value::Null
+            } else {
+                serde_json::json!({ "loop_warnings": warnings })
+            };
+        }
+        state.focus.branch_view(&lines, probe.as_deref(), &warnings)
+    }
+
     /// Content hash of a workspace file (`absent` if it does not exist).
     fn file_hash(&self, rel: &str) -> String {
         use std::hash::{Hash, Hasher};
@@ -284,7 +433,8 @@ impl<'r> Executor<'r> {
 
     /// Builds the next step's prompt from the state on disk, without calling the model.
     pub fn prepare(&self) -> Result<PreparedStep, ExecError> {
-        let state = self.dir.load_state()?;
+        let mut state = self.dir.load_state()?;
+        state.focus.repair();
         let spec = self.dir.spec()?;
         let schema = self.schema(&spec.task_type)?;
         let step = state.step + 1;
@@ -299,7 +449,25 @@ impl<'r> Executor<'r> {
             .iter()
             .filter_map(|a| builtin_action(&a.name))
             .collect();
-        let all_tools = builtin_tool_specs();
+        let mut offered = offered;
+        let mut all_tools = builtin_tool_specs();
+        all_tools.push(focus::plan_tool_spec());
+        all_tools.push(focus::finish_subtask_tool_spec());
+        // Planning tools: decompose while analyzing or planning; tick subtasks off while
+        // working once there is a real plan (more than the implicit single subtask).
+        if matches!(state.phase.as_str(), "analyze" | "plan") {
+            offered.push(PLAN_TOOL);
+        }
+        let planned = state
+            .focus
+            .tasks
+            .iter()
+            .map(|t| t.subtasks.len())
+            .sum::<usize>()
+            > 1;
+        if planned && matches!(state.phase.as_str(), "implement" | "verify") {
+            offered.push(FINISH_SUBTASK_TOOL);
+        }
         let tools: Vec<_> = offered
             .iter()
             .filter_map(|n| all_tools.iter().find(|t| t.name == *n).cloned())
@@ -315,9 +483,9 @@ impl<'r> Executor<'r> {
             max_steps: state.max_steps,
             actions: offered.iter().map(|s| s.to_string()).collect(),
         })?;
-        let recent: Vec<RecentAction> = self
-            .dir
-            .recent_actions(3)?
+        let recent_records = self.dir.recent_actions(3)?;
+        let focus_view = self.focus_view(&state, &recent_records, step);
+        let recent: Vec<RecentAction> = recent_records
             .into_iter()
             .map(|r| RecentAction {
                 step: r.step,
@@ -344,7 +512,7 @@ impl<'r> Executor<'r> {
                 step,
                 max_steps: state.max_steps,
             },
-            focus: Value::Null,
+            focus: focus_view,
             current_state: schema.build_current_state(&spec, &state, &self.rt.workspace),
             facts: &state.facts,
             working_memory: &memory.items,
@@ -359,6 +527,19 @@ impl<'r> Executor<'r> {
                     name: a.name.clone(),
                     when: a.preconditions.join("; "),
                 })
+                .chain(
+                    offered
+                        .iter()
+                        .filter(|n| builtin_action(n).is_none())
+                        .map(|n| ActionEntry {
+                            name: n.to_string(),
+                            when: if *n == PLAN_TOOL {
+                                "the goal has several parts: decompose it".to_string()
+                            } else {
+                                "the active subtask is done".to_string()
+                            },
+                        }),
+                )
                 .collect(),
             recommended: view.recommended.clone(),
             tools,
@@ -452,14 +633,23 @@ impl<'r> Executor<'r> {
         // Classify the reply; a bad answer is an expected event fed back to the next step.
         let (action_name, parameters, parsed) = match &response.reply {
             ModelReply::ToolCall { name, arguments } => {
-                let parsed = if !offered.contains(&name.as_str()) && builtin_tool_specs().iter().any(|t| &t.name == name) {
+                let known = builtin_tool_specs().iter().any(|t| &t.name == name)
+                    || name == PLAN_TOOL
+                    || name == FINISH_SUBTASK_TOOL;
+                let parsed = if !offered.contains(&name.as_str()) && known {
                     Err(format!(
                         "`{name}` is not available in phase {}; call one of: {}",
                         state.phase,
                         offered.join(", ")
                     ))
+                } else if name == PLAN_TOOL {
+                    focus::parse_plan(arguments).map(Call::Plan)
+                } else if name == FINISH_SUBTASK_TOOL {
+                    focus::parse_finish_subtask(arguments).map(Call::FinishSubtask)
                 } else {
-                    parse_action(name, arguments).map_err(|e| e.to_string())
+                    parse_action(name, arguments)
+                        .map(Call::Builtin)
+                        .map_err(|e| e.to_string())
                 };
                 (name.clone(), arguments.clone(), parsed)
             }
@@ -494,7 +684,31 @@ impl<'r> Executor<'r> {
                 }
                 Executed::failure("invalid model reply", problem)
             }
-            Ok(action) => {
+            Ok(Call::Plan(plan)) => {
+                state.consecutive_invalid = 0;
+                match state.focus.replan(&plan) {
+                    Ok(()) => {
+                        let subtasks: usize =
+                            state.focus.tasks.iter().map(|t| t.subtasks.len()).sum();
+                        let mut e = Executed::new(
+                            ActionResult::Success,
+                            format!(
+                                "plan: {} tasks, {subtasks} subtasks",
+                                state.focus.tasks.len()
+                            ),
+                        );
+                        e.gathered_context = true;
+                        e
+                    }
+                    Err(err) => Executed::failure("plan rejected", err),
+                }
+            }
+            Ok(Call::FinishSubtask(summary)) => {
+                state.consecutive_invalid = 0;
+                let moved = state.focus.complete_current(&summary);
+                Executed::new(ActionResult::Success, moved)
+            }
+            Ok(Call::Builtin(action)) => {
                 state.consecutive_invalid = 0;
                 target = action.target();
                 match self.rt.guards.check(&action, &state) {
@@ -527,7 +741,24 @@ impl<'r> Executor<'r> {
             }
         };
 
+        let detection: Option<LoopWarning> = None;
+
+        // The plan: this step belongs to the active subtask; a reverted change is a
+        // failure of that subtask (two failures block it, seed 004).
+        if !action_name.is_empty() && action_name != "invalid_reply" {
+            state.focus.record_action(step);
+        }
+        if executed.summary.starts_with("reverted") {
+            self.subtask_failed(&mut state, &executed.summary);
+        }
+
         // Phase machine.
+        let graph = schema.phase_graph();
+        let mut machine = PhaseMachineState {
+            current: state.phase.clone(),
+            phase_steps: state.phase_steps,
+            history: std::mem::take(&mut state.phase_history),
+        };
         if state.status == TaskStatus::Running {
             let signals = Signals {
                 context_gathered: executed.gathered_context,
@@ -536,16 +767,29 @@ impl<'r> Executor<'r> {
                 checks_failing: executed.verification_ran && state.verification.failing() > 0,
                 has_modifications: !state.files_modified.is_empty(),
             };
-            // History is not persisted yet (TaskState has no phase_history field).
-            let mut machine = PhaseMachineState::at(state.phase.clone(), state.phase_steps);
-            schema.phase_graph().advance(&mut machine, step, &signals);
-            state.phase = machine.current;
+            graph.advance(&mut machine, step, &signals);
+            state.phase = machine.current.clone();
             state.phase_steps = machine.phase_steps;
-            if step >= state.max_steps {
-                state.status = TaskStatus::BudgetExhausted;
-                state.status_reason = Some(format!("step budget of {} used up", state.max_steps));
+            self.check_budget(&spec, &mut state, step, &mut feedback)?;
+        }
+        if state.status.is_terminal() {
+            // The working phase stays in `state.phase` (prompts and `context` need it);
+            // the move into the terminal phase is recorded in the history.
+            let terminal = match state.status {
+                TaskStatus::Complete => crate::phases::COMPLETE,
+                TaskStatus::Failed => crate::phases::FAILED,
+                _ => crate::phases::ESCALATED,
+            };
+            let reason = state.status_reason.clone().unwrap_or_default();
+            let mut finishing = machine.clone();
+            if graph
+                .finish(&mut finishing, terminal, step, &reason)
+                .is_some()
+            {
+                machine.history = finishing.history;
             }
         }
+        state.phase_history = machine.history;
 
         state.step = step;
         state.feedback = feedback;
@@ -569,6 +813,7 @@ impl<'r> Executor<'r> {
             context_tokens: tokens,
             usage: response.usage,
             output_artifact: executed.output_artifact,
+            loop_detection: detection,
             file_hashes: executed.file_hashes,
             state_after: state.clone(),
         };

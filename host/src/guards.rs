@@ -166,7 +166,9 @@ mod tests {
     fn exact_block_refuses_only_the_same_call() {
         let st = state_with(&exact_signature(&edit("old")));
         let g = Guards::default();
-        assert!(matches!(g.check(&edit("old"), &st), GuardDecision::Deny(r) if r.contains("since step 4")));
+        assert!(
+            matches!(g.check(&edit("old"), &st), GuardDecision::Deny(r) if r.contains("since step 4"))
+        );
         assert_eq!(g.check(&edit("other"), &st), GuardDecision::Allow);
     }
 
@@ -175,7 +177,11 @@ mod tests {
         let st = state_with("edit_file:a.txt");
         let g = Guards::default();
         assert!(matches!(g.check(&edit("x"), &st), GuardDecision::Deny(_)));
-        let read = Action::ReadFile { path: "a.txt".into(), start_line: None, end_line: None };
+        let read = Action::ReadFile {
+            path: "a.txt".into(),
+            start_line: None,
+            end_line: None,
+        };
         assert_eq!(g.check(&read, &st), GuardDecision::Allow);
     }
 
@@ -184,7 +190,9 @@ mod tests {
         let mut st = state_with("none:");
         let g = Guards::default();
         let complete = Action::Complete { summary: None };
-        assert!(matches!(g.check(&complete, &st), GuardDecision::Deny(r) if r.contains("no check has run")));
+        assert!(
+            matches!(g.check(&complete, &st), GuardDecision::Deny(r) if r.contains("no check has run"))
+        );
         st.verification.ready_for_completion = true;
         assert_eq!(g.check(&complete, &st), GuardDecision::Allow);
     }

@@ -165,7 +165,8 @@ mod tests {
                     max_steps: 2,
                     actions: vec![],
                 };
-                p.render(&v).unwrap_or_else(|e| panic!("{name}/{}: {e}", phase.name));
+                p.render(&v)
+                    .unwrap_or_else(|e| panic!("{name}/{}: {e}", phase.name));
             }
         }
     }

@@ -226,6 +226,18 @@ pub struct TaskState {
     /// Last step that changed workspace files (checks older than this are stale).
     #[serde(default)]
     pub last_change_step: u64,
+    /// Phase changes so far (the phase machine's history).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phase_history: Vec<crate::phases::PhaseChange>,
+    /// The plan: goal -> task -> subtask, with the current branch.
+    #[serde(default)]
+    pub focus: crate::focus::FocusTree,
+    /// Loops detected so far (repeated detections escalate).
+    #[serde(default)]
+    pub loop_detections: u32,
+    /// The latest loop warning, shown in the context for a few steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_warning: Option<LoopWarning>,
     /// What the next context must tell the model about the previous step
     /// (a refused `complete`, an invalid reply, an auto-revert).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -252,9 +264,35 @@ impl TaskState {
             tokens: TokenTotals::default(),
             consecutive_invalid: 0,
             last_change_step: 0,
+            phase_history: Vec::new(),
+            focus: crate::focus::FocusTree::new(&spec.goal),
+            loop_detections: 0,
+            loop_warning: None,
             feedback: None,
         }
     }
+}
+
+/// A loop warning carried in the state so the next contexts show it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoopWarning {
+    /// Step at which the loop was detected.
+    pub step: u64,
+    /// Loop type (`identical_action`, `alternation`...).
+    pub loop_type: String,
+    /// What was seen.
+    pub description: String,
+    /// How to break it.
+    pub suggestions: Vec<String>,
+    /// The steps that make the loop.
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// Detector confidence, 0.0 to 1.0.
+    #[serde(default)]
+    pub confidence: f32,
+    /// Signature of the action blocked because of it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<String>,
 }
 
 /// One line of `actions.jsonl`: an executed step.
@@ -291,6 +329,9 @@ pub struct ActionRecord {
     /// Workspace-relative path of the full tool output, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_artifact: Option<String>,
+    /// A loop detected at this step, with its evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_detection: Option<LoopWarning>,
     /// Content hash of each file this step changed, after the change (for oscillation detection).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub file_hashes: BTreeMap<String, String>,
@@ -833,6 +874,7 @@ mod tests {
             context_tokens: 100,
             usage: Usage::default(),
             output_artifact: None,
+            loop_detection: None,
             file_hashes: BTreeMap::new(),
             state_after: after,
         }
