@@ -714,3 +714,128 @@ fn a_looping_model_is_warned_blocked_and_recovers() {
     assert_eq!(found[0]["loop_type"], "identical_action", "{found}");
     assert_eq!(found[0]["step"], 4);
 }
+
+#[test]
+fn a_planned_task_shows_the_current_branch_and_ticks_subtasks_off() {
+    let dir = workspace();
+    let task = NOTES_TASK.replace(
+        "inputs:\n",
+        "inputs:\n  plan:\n    subtasks:\n      - Fix the status line\n      - Keep the title line intact\n",
+    );
+    std::fs::write(dir.path().join("task.yaml"), task).unwrap();
+    let server = ScriptedServer::builder(Protocol::OpenAi)
+        .script(vec![
+            Scripted::tool_call("run_tests", json!({})),
+            Scripted::tool_call(
+                "edit_file",
+                json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
+            ),
+            Scripted::tool_call("finish_subtask", json!({"summary": "status fixed"})),
+            Scripted::tool_call("finish_subtask", json!({"summary": "title kept"})),
+            Scripted::tool_call("complete", json!({})),
+        ])
+        .start_background();
+    let out = run_with_server(dir.path(), &server, "openai", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reqs = server.requests();
+    let first = reqs[0].user_text();
+    assert!(
+        first.contains("focus:") && first.contains("Fix the status line"),
+        "{first}"
+    );
+    assert!(reqs[2].tool_names().contains(&"finish_subtask".to_string()));
+    let after = reqs[3].user_text();
+    assert!(after.contains("Keep the title line intact"), "{after}");
+    let state =
+        std::fs::read_to_string(dir.path().join(".agentforge/tasks/notes/state.yaml")).unwrap();
+    assert!(state.contains("phase_history"), "{state}");
+    assert!(state.contains("to: complete"), "{state}");
+}
+
+#[test]
+fn a_task_making_progress_gets_its_budget_extended() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("task.yaml"),
+        NOTES_TASK.replace("max_steps: 10", "max_steps: 3"),
+    )
+    .unwrap();
+    let server = ScriptedServer::builder(Protocol::OpenAi)
+        .script(vec![
+            Scripted::tool_call("run_tests", json!({})),
+            Scripted::tool_call("read_file", json!({"path": "notes.txt"})),
+            Scripted::tool_call(
+                "edit_file",
+                json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
+            ),
+            Scripted::tool_call("complete", json!({})),
+        ])
+        .start_background();
+    let out = run_with_server(dir.path(), &server, "openai", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(server.requests()[3]
+        .user_text()
+        .contains("step budget extended"));
+    let recs = records(dir.path(), "notes");
+    assert_eq!(recs.len(), 4);
+    // Base 3, ceiling 2 x 3 = 6: the extension of 5 is capped.
+    assert_eq!(recs[2]["state_after"]["max_steps"], 6);
+}
+
+#[test]
+fn a_task_without_progress_stops_at_its_budget() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("task.yaml"),
+        NOTES_TASK.replace("max_steps: 10", "max_steps: 3"),
+    )
+    .unwrap();
+    let server = ScriptedServer::builder(Protocol::OpenAi)
+        .script(vec![
+            Scripted::tool_call("run_tests", json!({})),
+            Scripted::tool_call("read_file", json!({"path": "notes.txt"})),
+            Scripted::tool_call("search", json!({"pattern": "status"})),
+        ])
+        .start_background();
+    let out = run_with_server(dir.path(), &server, "openai", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let state =
+        std::fs::read_to_string(dir.path().join(".agentforge/tasks/notes/state.yaml")).unwrap();
+    assert!(state.contains("status: budget_exhausted"), "{state}");
+}
+
+#[test]
+fn unmatched_output_falls_back_to_model_facts_capped_at_0_8() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("agentforge.toml"),
+        "[understanding]\nmodel_fallback = true\n",
+    )
+    .unwrap();
+    let task = NOTES_TASK.replace(
+        "command: \"grep -q 'status: fixed' notes.txt\"",
+        "command: \"grep -q 'status: fixed' notes.txt || { echo 'notes.txt:2: status still broken'; exit 1; }\"",
+    );
+    std::fs::write(dir.path().join("task.yaml"), task).unwrap();
+    let server = ScriptedServer::builder(Protocol::OpenAi)
+        .script(vec![
+            Scripted::tool_call("run_tests", json!({})),
+            Scripted::tool_call(
+                "report_facts",
+                json!({"facts": [{"category": "error", "statement": "notes.txt line 2 still says broken", "confidence": 0.95}]}),
+            ),
+            Scripted::tool_call("escalate", json!({"reason": "stop here"})),
+        ])
+        .start_background();
+    let out = run_with_server(dir.path(), &server, "openai", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[1].tool_names(), ["report_facts"]);
+    assert!(reqs[1].user_text().contains("status still broken"));
+    let ctx = reqs[2].user_text();
+    assert!(
+        ctx.contains("notes.txt line 2 still says broken (conf: 0.8)"),
+        "{ctx}"
+    );
+}

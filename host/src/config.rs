@@ -29,6 +29,10 @@ pub struct Config {
     pub limits: Limits,
     /// Extension and early stop of the step budget.
     pub adaptive_budget: crate::budget::BudgetPolicy,
+    /// Fact extraction.
+    pub understanding: Understanding,
+    /// Loop detection.
+    pub loops: LoopsConfig,
     /// Default verification commands for tasks that name none.
     pub commands: Commands,
     /// Prompt template overrides.
@@ -109,6 +113,35 @@ impl Default for Limits {
             working_memory_items: crate::working_memory::DEFAULT_MAX_ITEMS,
         }
     }
+}
+
+/// `[loops]`: detector thresholds and what repeated detections do.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoopsConfig {
+    /// Detector thresholds.
+    #[serde(flatten)]
+    pub thresholds: crate::loops::LoopThresholds,
+    /// Loops detected in one task before it escalates.
+    pub max_detections: u32,
+}
+
+impl Default for LoopsConfig {
+    fn default() -> Self {
+        LoopsConfig {
+            thresholds: crate::loops::LoopThresholds::default(),
+            max_detections: 3,
+        }
+    }
+}
+
+/// `[understanding]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Understanding {
+    /// Ask the model for facts when no extraction rule matched an output (an extra
+    /// model call; confidence capped at 0.8). Not available with the replay provider.
+    pub model_fallback: bool,
 }
 
 /// `[commands]`: used when a task has no `checks`.
@@ -254,6 +287,9 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        if self.loops.max_detections == 0 {
+            return Err(err("loops.max_detections", "must be at least 1".into()));
+        }
         if self.limits.max_invalid_replies == 0 {
             return Err(err(
                 "limits.max_invalid_replies",
@@ -264,6 +300,12 @@ impl Config {
             return Err(err(
                 "limits.working_memory_items",
                 "must be at least 1".into(),
+            ));
+        }
+        if self.provider.kind == ProviderKind::Replay && self.understanding.model_fallback {
+            return Err(err(
+                "understanding.model_fallback",
+                "the replay provider answers one recorded call per step and cannot serve the extra fact-extraction call; turn it off for replayed runs".into(),
             ));
         }
         if self.provider.kind == ProviderKind::Replay && self.provider.replay.is_none() {
@@ -346,6 +388,14 @@ mod tests {
             .apply_env(|k| (k == "AGENTFORGE_PROVIDER").then(|| "gpt".into()))
             .unwrap_err();
         assert!(err.to_string().contains("AGENTFORGE_PROVIDER"));
+    }
+
+    #[test]
+    fn loops_section_takes_thresholds_and_max_detections() {
+        let c = Config::parse("[loops]\nmax_detections = 2\nidentical = 4\n", "a.toml").unwrap();
+        assert_eq!(c.loops.max_detections, 2);
+        assert_eq!(c.loops.thresholds.identical, 4);
+        assert!(Config::parse("[loops]\nidentcal = 4\n", "a.toml").is_err());
     }
 
     #[test]

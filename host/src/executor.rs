@@ -19,13 +19,14 @@ use crate::extract::{merge_facts, Extractors};
 use crate::focus::{self, FailOutcome};
 use crate::gates::{CommandGate, Gate};
 use crate::guards::{GuardDecision, Guards};
+use crate::loops::{LoopDetector, LoopType, StepView};
 use crate::phases::{PhaseMachineState, Signals};
 use crate::prompts::{PromptVars, Prompts};
 use crate::providers::{ModelReply, ModelRequest, ModelResponse, Provider, ProviderError};
 use crate::schemas::{builtin_action, numbered_file, ContextSchema, SchemaRegistry};
 use crate::state_store::{
-    ActionRecord, ActionResult, CheckStatus, LoopWarning, Recovery, StoreError, TaskDir, TaskState,
-    TaskStatus, TaskStore,
+    ActionRecord, ActionResult, BlockedAction, CheckStatus, LoopWarning, Recovery, StoreError,
+    TaskDir, TaskState, TaskStatus, TaskStore,
 };
 use crate::task::{CheckKind, CheckSpec, TaskSpec};
 use crate::tools::{self, builtin_tool_specs, parse_action, Action, Workspace};
@@ -282,8 +283,81 @@ impl<'r> Executor<'r> {
         Ok((state, recovery, rolled_back))
     }
 
+    /// Runs the loop detector over the recent log plus this step. A new detection warns
+    /// the next contexts, blocks the looping call (persisted: blocks survive restarts),
+    /// and the `max_detections`-th escalates the task.
+    fn detect_loop(
+        &self,
+        state: &mut TaskState,
+        current: StepView,
+        exact_signature: Option<&str>,
+    ) -> Result<Option<LoopWarning>, ExecError> {
+        let cfg = &self.rt.config.loops;
+        let now = current.step;
+        let window = cfg.thresholds.window.max(2) as usize;
+        let mut history: Vec<StepView> = self
+            .dir
+            .recent_actions(window - 1)?
+            .iter()
+            .map(StepView::from)
+            .collect();
+        history.push(current);
+        let detector = LoopDetector::new(cfg.thresholds.clone());
+        // `replay` reports an ongoing loop once; only a detection at this step is new.
+        let Some(d) = detector
+            .replay(&history)
+            .into_iter()
+            .find(|d| d.step == now)
+        else {
+            return Ok(None);
+        };
+        let block = match d.loop_type {
+            // Block the very call that keeps failing, not every call on its target.
+            LoopType::IdenticalAction => exact_signature.map(str::to_string).or(d.block.clone()),
+            _ => d.block.clone(),
+        };
+        if let Some(sig) = &block {
+            if !state.blocked_actions.iter().any(|b| &b.signature == sig) {
+                let what = if sig.contains('#') {
+                    "this exact call (same arguments) is refused"
+                } else {
+                    "calls of this action on this target are refused"
+                };
+                state.blocked_actions.push(BlockedAction {
+                    signature: sig.clone(),
+                    reason: format!("{} loop: {}; {what}", d.loop_type, d.description),
+                    since_step: d.step,
+                });
+            }
+        }
+        state.loop_detections += 1;
+        let warning = LoopWarning {
+            step: d.step,
+            loop_type: d.loop_type.to_string(),
+            description: d.description.clone(),
+            suggestions: d.suggestions.clone(),
+            evidence: d.evidence.clone(),
+            confidence: d.confidence,
+            blocked: block,
+        };
+        state.loop_warning = Some(warning.clone());
+        if state.loop_detections >= cfg.max_detections && state.status == TaskStatus::Running {
+            state.status = TaskStatus::Escalated;
+            state.status_reason = Some(format!(
+                "{} loops detected; last: {} ({})",
+                state.loop_detections, d.description, d.loop_type
+            ));
+        }
+        Ok(Some(warning))
+    }
+
     /// A failure of the active subtask; escalates the run when the plan has nothing left.
     fn subtask_failed(&self, state: &mut TaskState, reason: &str) {
+        // With no plan beyond the goal, the task-level rules (max loop detections,
+        // invalid replies) decide instead: blocking the only subtask would end the run.
+        if !is_planned(state) {
+            return;
+        }
         let outcome = state.focus.fail_current(reason);
         let stuck = state.focus.is_stuck() && !state.focus.all_done();
         if stuck && state.status == TaskStatus::Running {
@@ -670,6 +744,7 @@ impl<'r> Executor<'r> {
         };
 
         let mut target = None;
+        let mut exact_signature: Option<String> = None;
         let mut feedback: Option<String> = None;
         let executed = match parsed {
             Err(problem) => {
@@ -711,6 +786,7 @@ impl<'r> Executor<'r> {
             Ok(Call::Builtin(action)) => {
                 state.consecutive_invalid = 0;
                 target = action.target();
+                exact_signature = Some(crate::guards::exact_signature(&action));
                 match self.rt.guards.check(&action, &state) {
                     GuardDecision::Deny(reason) => {
                         feedback = Some(reason.clone());
@@ -741,7 +817,21 @@ impl<'r> Executor<'r> {
             }
         };
 
-        let detection: Option<LoopWarning> = None;
+        let ran_checks = !state.verification.checks.is_empty();
+        let current = StepView {
+            step,
+            action: action_name.clone(),
+            target: target.clone(),
+            parameters: parameters.clone(),
+            result: executed.result,
+            error: executed.error.clone(),
+            summary: executed.summary.clone(),
+            file_hashes: executed.file_hashes.clone(),
+            checks_passing: ran_checks.then(|| state.verification.passing()),
+            checks_failing: ran_checks.then(|| state.verification.failing()),
+            output_len: None,
+        };
+        let detection = self.detect_loop(&mut state, current, exact_signature.as_deref())?;
 
         // The plan: this step belongs to the active subtask; a reverted change is a
         // failure of that subtask (two failures block it, seed 004).
@@ -750,6 +840,9 @@ impl<'r> Executor<'r> {
         }
         if executed.summary.starts_with("reverted") {
             self.subtask_failed(&mut state, &executed.summary);
+        }
+        if let Some(d) = &detection {
+            self.subtask_failed(&mut state, &format!("loop: {}", d.description));
         }
 
         // Phase machine.
@@ -1016,10 +1109,39 @@ impl<'r> Executor<'r> {
             } else {
                 ActionResult::Failure
             };
-            let facts = self
+            let mut facts = self
                 .rt
                 .extractors
                 .extract(&check.name, &output.output, result, step);
+            if self.rt.config.understanding.model_fallback
+                && facts.iter().all(crate::extract::is_generic)
+                && !output.output.trim().is_empty()
+            {
+                // No rule matched: ask the model, keep the generic fact if it fails.
+                let req = crate::extract::model::request(
+                    step,
+                    &self.rt.config.provider.model,
+                    &check.name,
+                    result,
+                    &output.output,
+                );
+                match self.rt.provider.complete(&req).await {
+                    Ok(resp) => {
+                        match crate::extract::model::parse(&resp.reply, &check.name, step) {
+                            Ok(more) if !more.is_empty() => facts.extend(more),
+                            Ok(_) => {}
+                            Err(e) => eprintln!(
+                                "note: model fact extraction for `{}` gave nothing usable: {e}",
+                                check.name
+                            ),
+                        }
+                    }
+                    Err(e) => eprintln!(
+                        "note: model fact extraction for `{}` failed: {e}",
+                        check.name
+                    ),
+                }
+            }
             let verdict = self.rt.gate.evaluate(check, &output, &facts);
             merge_facts(&mut state.facts, facts);
             combined.push_str(&format!(
@@ -1205,6 +1327,17 @@ impl<'r> Executor<'r> {
             hits.content.unwrap_or_default()
         ))
     }
+}
+
+/// Whether the task has a real plan (more than the implicit single subtask).
+fn is_planned(state: &TaskState) -> bool {
+    state
+        .focus
+        .tasks
+        .iter()
+        .map(|t| t.subtasks.len())
+        .sum::<usize>()
+        > 1
 }
 
 fn sanitize(name: &str) -> String {

@@ -376,3 +376,144 @@ mod tests {
         assert!(store.iter().all(|f| f.step >= 20), "most recent kept");
     }
 }
+
+/// Highest confidence a model-extracted fact may carry: the model's reading of an output
+/// is never as certain as a rule's.
+pub const MODEL_CONFIDENCE_CAP: f32 = 0.8;
+/// Most facts taken from one model answer.
+const MODEL_MAX_FACTS: usize = 5;
+/// Name of the tool the fallback offers the model.
+pub const REPORT_FACTS_TOOL: &str = "report_facts";
+
+/// The model-based fallback (seed 000 §4.2): when no rule matched an output, ask the
+/// model for at most five facts. Off by default (`[understanding] model_fallback`):
+/// it costs an extra model call per unmatched output.
+pub mod model {
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::providers::{ModelReply, ModelRequest, ToolMode, ToolSpec};
+
+    /// The request asking for facts about `output` of `tool`.
+    pub fn request(
+        step: u64,
+        model: &str,
+        tool: &str,
+        result: ActionResult,
+        output: &str,
+    ) -> ModelRequest {
+        let tail: Vec<&str> = output.lines().rev().take(80).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        ModelRequest {
+            step,
+            model: model.to_string(),
+            system: "You turn tool output into at most five short facts for a coding agent: \
+                     what passed, what failed, where (file:line), and why. Only state what the \
+                     output shows. Call report_facts exactly once."
+                .to_string(),
+            user: format!(
+                "Tool: {tool}\nResult: {result}\nOutput (last {} lines):\n```\n{}\n```",
+                tail.len(),
+                tail.join("\n")
+            ),
+            tools: vec![ToolSpec {
+                name: REPORT_FACTS_TOOL.to_string(),
+                description: "Report facts drawn from the output.".to_string(),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {"facts": {"type": "array", "maxItems": MODEL_MAX_FACTS, "items": {
+                        "type": "object",
+                        "properties": {
+                            "category": {"type": "string", "enum": ["code_structure", "inference", "pattern", "verification", "error"]},
+                            "statement": {"type": "string"},
+                            "confidence": {"type": "number", "minimum": 0, "maximum": 1}
+                        },
+                        "required": ["category", "statement", "confidence"],
+                        "additionalProperties": false
+                    }}},
+                    "required": ["facts"],
+                    "additionalProperties": false
+                }),
+            }],
+            max_output_tokens: 512,
+            tool_mode: ToolMode::Native,
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Reported {
+        facts: Vec<ReportedFact>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ReportedFact {
+        category: FactCategory,
+        statement: String,
+        confidence: f32,
+    }
+
+    /// Facts from the model's answer, confidence capped at [`MODEL_CONFIDENCE_CAP`];
+    /// an answer that does not fit is an error (the caller keeps the generic fact).
+    pub fn parse(reply: &ModelReply, tool: &str, step: u64) -> Result<Vec<Fact>, String> {
+        let ModelReply::ToolCall { name, arguments } = reply else {
+            return Err("the model did not call report_facts".to_string());
+        };
+        if name != REPORT_FACTS_TOOL {
+            return Err(format!("the model called `{name}` instead of report_facts"));
+        }
+        let r: Reported = serde_json::from_value(arguments.clone()).map_err(|e| e.to_string())?;
+        Ok(r.facts
+            .into_iter()
+            .filter(|f| !f.statement.trim().is_empty())
+            .take(MODEL_MAX_FACTS)
+            .enumerate()
+            .map(|(i, f)| Fact {
+                id: format!("f{step}-m{}", i + 1),
+                category: f.category,
+                statement: cut(&f.statement, 200),
+                confidence: f.confidence.clamp(0.0, MODEL_CONFIDENCE_CAP),
+                source: tool.to_string(),
+                step,
+                supersedes: None,
+            })
+            .collect())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn confidence_is_capped_and_shape_checked() {
+            let reply = ModelReply::ToolCall {
+                name: REPORT_FACTS_TOOL.into(),
+                arguments: json!({"facts": [
+                    {"category": "error", "statement": "build fails in src/a.rs:3", "confidence": 0.99},
+                    {"category": "verification", "statement": "2 tests pass", "confidence": 0.5}
+                ]}),
+            };
+            let facts = parse(&reply, "tests", 4).unwrap();
+            assert_eq!(facts.len(), 2);
+            assert_eq!(facts[0].confidence, MODEL_CONFIDENCE_CAP);
+            assert_eq!(facts[1].confidence, 0.5);
+            assert_eq!(facts[0].source, "tests");
+            let bad = ModelReply::ToolCall {
+                name: REPORT_FACTS_TOOL.into(),
+                arguments: json!({"facts": [{"category": "guess", "statement": "x", "confidence": 1}]}),
+            };
+            assert!(parse(&bad, "tests", 4).is_err());
+            assert!(parse(&ModelReply::NoToolCall { text: "hm".into() }, "t", 1).is_err());
+        }
+
+        #[test]
+        fn request_sends_the_output_tail_and_one_tool() {
+            let out: String = (0..200).map(|i| format!("line {i}\n")).collect();
+            let r = request(3, "m", "lint", ActionResult::Failure, &out);
+            assert!(r.user.contains("line 199") && !r.user.contains("line 100\n"));
+            assert_eq!(r.tools.len(), 1);
+        }
+    }
+}

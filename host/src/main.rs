@@ -92,6 +92,18 @@ enum Command {
         /// Task id.
         task_id: String,
     },
+    /// Post-mortems of recorded runs.
+    #[command(subcommand)]
+    Inspect(InspectCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum InspectCommand {
+    /// Replay a recorded action log offline and print every loop detection.
+    Loops {
+        /// A task id (in the workspace) or the path of an actions.jsonl.
+        source: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -281,6 +293,34 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+        Command::Inspect(InspectCommand::Loops { source }) => {
+            let path = Path::new(source);
+            let dir = if path.is_file() {
+                agentforge::state_store::TaskDir::at(
+                    path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+                )
+            } else {
+                TaskStore::new(&workspace_root(g)?)
+                    .open(source)
+                    .map_err(usage)?
+            };
+            let records = if path.is_file() {
+                read_log(path).map_err(usage)?
+            } else {
+                dir.read_actions().map_err(failed)?
+            };
+            let (config, _) = Config::load(g.config.as_deref(), &g.workspace).map_err(usage)?;
+            let steps: Vec<agentforge::loops::StepView> = records.iter().map(Into::into).collect();
+            let detector = agentforge::loops::LoopDetector::new(config.loops.thresholds.clone());
+            let found = detector.replay(&steps);
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&found).map_err(failed)?);
+            } else {
+                println!("{} steps replayed", steps.len());
+                print!("{}", agentforge::loops::render_text(&found));
+            }
+            Ok(0)
+        }
         Command::Context { task_id } => {
             let rt = runtime(g, &RunFlags::default()).or_else(|_| offline_runtime(g))?;
             let dir = rt.store.open(task_id).map_err(usage)?;
@@ -406,6 +446,25 @@ fn latest_running(store: &TaskStore) -> Result<String> {
             store.root().display()
         )
     })
+}
+
+/// Reads an actions.jsonl given by path; a torn last line (a crashed run) is skipped
+/// with a note rather than failing the post-mortem.
+fn read_log(path: &Path) -> Result<Vec<agentforge::state_store::ActionRecord>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str(line) {
+            Ok(r) => out.push(r),
+            Err(e) if i + 1 == lines.len() => {
+                eprintln!("note: {}: last line is torn ({e}); ignored", path.display())
+            }
+            Err(e) => return Err(anyhow!("{}: line {}: {e}", path.display(), i + 1)),
+        }
+    }
+    Ok(out)
 }
 
 fn report_recovery(r: &agentforge::state_store::Recovery) {

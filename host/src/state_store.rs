@@ -53,7 +53,7 @@ impl TaskStatus {
 }
 
 /// Outcome of one executed action.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionResult {
     /// Did what was asked.

@@ -39,6 +39,8 @@ struct ContentFacts {
     /// Files put back into a content they had before (not their previous one), or
     /// edits that exactly undo an earlier edit.
     returns: Vec<String>,
+    /// Some step up to and including this one changed a file.
+    changed_so_far: bool,
 }
 
 impl Prepared {
@@ -49,13 +51,16 @@ impl Prepared {
         let mut seen: HashMap<String, Vec<String>> = HashMap::new();
         // Successful text edits per file as (old, new), to spot an edit undoing another.
         let mut edits: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        let mut changed_so_far = false;
         let steps = history
             .iter()
             .map(|s| {
                 let content = content_ids(s);
                 let undo = undone_edit(s, &edits);
+                changed_so_far |= !content.is_empty();
                 let mut facts = ContentFacts {
                     content: content.clone(),
+                    changed_so_far,
                     ..ContentFacts::default()
                 };
                 for (file, id) in &content {
@@ -86,8 +91,7 @@ impl Prepared {
 /// `(file, content id)` for each file a successful mutating step changed: the recorded
 /// content hash, or (for logs without hashes) a hash of the arguments.
 fn content_ids(s: &StepView) -> Vec<(String, String)> {
-    if ActionCategory::of(&s.action) != ActionCategory::Edit || s.result != ActionResult::Success
-    {
+    if ActionCategory::of(&s.action) != ActionCategory::Edit || s.result != ActionResult::Success {
         return Vec::new();
     }
     if !s.file_hashes.is_empty() {
@@ -157,9 +161,8 @@ static COUNT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(\d+)\s+(passed|passing|ok|failed|failing|failures?|errors?|warnings?)\b")
         .expect("valid regex")
 });
-static PREVIOUS_ERRORS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)due to (\d+) previous errors?").expect("valid regex")
-});
+static PREVIOUS_ERRORS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)due to (\d+) previous errors?").expect("valid regex"));
 static CHECK_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[A-Za-z0-9_.-]{1,40}$").expect("valid regex"));
 
@@ -262,8 +265,6 @@ pub(crate) struct Info<'a> {
     pub fresh: bool,
     /// Verification got better (fewer failures, more passing, a check turned green).
     pub improved: bool,
-    /// A check's result differs from its previous run.
-    pub changed_result: bool,
     /// Output grew since the previous run of the same action (polling a long command).
     pub grew: bool,
     /// Made progress: new content, better or different verification, growing output.
@@ -293,7 +294,11 @@ impl Info<'_> {
     /// One line for a detection's evidence.
     pub fn describe(&self) -> String {
         let v = self.view;
-        let target = v.target.as_deref().map(|t| format!(" {t}")).unwrap_or_default();
+        let target = v
+            .target
+            .as_deref()
+            .map(|t| format!(" {t}"))
+            .unwrap_or_default();
         let error = self
             .sig
             .error
@@ -313,6 +318,8 @@ pub(crate) struct Analysis<'a> {
     pub ctx: Vec<Info<'a>>,
     /// Index in `ctx` of the first step of the detection window.
     pub window_start: usize,
+    /// No step has changed a file yet: the task is still being explored.
+    pub exploring: bool,
 }
 
 impl<'a> Analysis<'a> {
@@ -327,7 +334,16 @@ impl<'a> Analysis<'a> {
             ctx.push(info);
         }
         let window_start = ctx.len().saturating_sub(window);
-        Analysis { ctx, window_start }
+        let exploring = history
+            .len()
+            .checked_sub(1)
+            .and_then(|last| prepared.steps.get(last))
+            .is_none_or(|f| !f.changed_so_far);
+        Analysis {
+            ctx,
+            window_start,
+            exploring,
+        }
     }
 
     /// The detection window: the last `window` steps.
@@ -358,7 +374,9 @@ fn read_key(s: &StepView, category: ActionCategory, params: &Value) -> String {
         (ActionCategory::Search, _) => format!(
             "search:{}|{}|{}",
             search_term(target),
-            param_str(params, "path").map(normalize_path).unwrap_or_default(),
+            param_str(params, "path")
+                .map(normalize_path)
+                .unwrap_or_default(),
             param_str(params, "glob").unwrap_or_default()
         ),
         _ => format!("{}:{}", s.action, params),
@@ -414,8 +432,10 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         .iter()
         .rev()
         .find_map(|b| b.view.checks_passing.zip(b.view.checks_failing));
+    // Fewer failing checks is better; more passing ones with as many failing is just a
+    // check that ran for the first time.
     let (mut improved, mut verification_changed) = match (checks, prev_checks) {
-        (Some((p, f)), Some((pp, pf))) => (f < pf || (p > pp && f <= pf), (p, f) != (pp, pf)),
+        (Some((p, f)), Some((pp, pf))) => (f < pf, (p, f) != (pp, pf)),
         _ => (false, false),
     };
     let segs = segments(view, category);
@@ -471,12 +491,13 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
             Some(p) => {
                 grew || match read_key_file(key) {
                     Some(file) => mutated_between(p, Some(file)),
-                    // Loaded test output and error details change with every check run.
+                    // Loaded test output and error details change when a check run
+                    // in between gave a new result.
                     None if key.starts_with("load:") => {
                         mutated_between(p, None)
                             || before[p + 1..]
                                 .iter()
-                                .any(|b| b.category == ActionCategory::Check)
+                                .any(|b| b.category == ActionCategory::Check && b.fresh)
                     }
                     None => mutated_between(p, None),
                 }
@@ -499,7 +520,6 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         verif,
         fresh,
         improved,
-        changed_result,
         grew,
         progress,
         verification_changed,

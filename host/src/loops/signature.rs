@@ -37,10 +37,15 @@ impl ActionCategory {
     /// The category of a tool name.
     pub fn of(action: &str) -> ActionCategory {
         match action {
-            "edit_file" | "write_file" | "replace_lines" | "insert_lines" | "create_file"
-            | "delete_file" | "apply_patch" | "extract_function" | "simplify_conditional" => {
-                ActionCategory::Edit
-            }
+            "edit_file"
+            | "write_file"
+            | "replace_lines"
+            | "insert_lines"
+            | "create_file"
+            | "delete_file"
+            | "apply_patch"
+            | "extract_function"
+            | "simplify_conditional" => ActionCategory::Edit,
             "read_file" | "load_context" | "list_files" | "list_dir" => ActionCategory::Read,
             "run_check" | "run_tests" | "run_conformance_check" => ActionCategory::Check,
             "search" | "grep" | "find_files" => ActionCategory::Search,
@@ -379,7 +384,10 @@ static PATH: LazyLock<Regex> = LazyLock::new(|| {
 });
 static HEX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{7,}\b").expect("valid regex"));
-static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+").expect("valid regex"));
+// Standalone numbers (with decimals and a short unit: `0.02s`, `120ms`) only: digits
+// inside identifiers (`test_case_2`, `E0308`) name things.
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b\d+(?:\.\d+)*(?:[a-zµ]{1,3})?\b").expect("valid regex"));
 static DURATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds)\b").expect("valid regex")
 });
