@@ -294,7 +294,7 @@ impl<'r> Executor<'r> {
     ) -> Result<Option<LoopWarning>, ExecError> {
         let cfg = &self.rt.config.loops;
         let now = current.step;
-        let window = cfg.thresholds.window.max(2) as usize;
+        let window = cfg.thresholds.window.max(2);
         let mut history: Vec<StepView> = self
             .dir
             .recent_actions(window - 1)?
