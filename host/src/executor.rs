@@ -616,6 +616,7 @@ impl<'r> Executor<'r> {
                 )
                 .collect(),
             recommended: view.recommended.clone(),
+            not_yet: view.blocked.clone(),
             tools,
             tool_mode: self.rt.config.provider.tool_mode,
         };

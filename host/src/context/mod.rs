@@ -233,6 +233,9 @@ pub struct ContextInput<'a> {
     pub actions: Vec<ActionEntry>,
     /// The action the phase recommends.
     pub recommended: Option<String>,
+    /// Offered actions whose preconditions do not hold yet, with why
+    /// (`complete`: verification not yet passing).
+    pub not_yet: Vec<(String, String)>,
     /// Tool definitions offered to the model.
     pub tools: Vec<ToolSpec>,
     /// Native tool calling, or tools described in the user message.
@@ -545,6 +548,8 @@ struct ActionsView {
     available: Vec<ActionItem>,
     #[serde(skip_serializing_if = "Option::is_none")]
     recommended: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    not_yet: Vec<String>,
 }
 
 /// Renders a typed view as one YAML section.
@@ -858,6 +863,11 @@ impl<'a> Prepared<'a> {
                 let view = ActionsView {
                     available: cut_list(available, p, st, ActionItem::Note),
                     recommended: input.recommended.clone(),
+                    not_yet: input
+                        .not_yet
+                        .iter()
+                        .map(|(name, why)| t(&format!("{name}: {why}"), st))
+                        .collect(),
                 };
                 emit(s.key(), &view)
             }

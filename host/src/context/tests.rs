@@ -293,6 +293,7 @@ impl Fixture {
         ContextInput {
             system_prompt: &self.system,
             task: self.task.clone(),
+            not_yet: Vec::new(),
             focus: json!({
                 "goal": self.task.goal,
                 "task": "1/1 Fix the violation (0/2 subtasks done)",
