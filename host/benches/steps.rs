@@ -164,7 +164,15 @@ fn fake_history(rt: &Runtime, spec: &TaskSpec, n: u64) -> agentforge::state_stor
 
 fn overhead(tokio: &tokio::runtime::Runtime) {
     let tmp = tempfile::tempdir().unwrap();
-    let (rt, spec) = setup(tmp.path(), 5000);
+    let (mut rt, spec) = setup(tmp.path(), 5000);
+    // A task in normal flow: the detector runs every step (its cost is measured) but a
+    // long exploration must not turn into a detected loop that changes the workload.
+    rt.config.loops.thresholds.no_progress_reads = 100_000;
+    rt.config.loops.thresholds.repetition = 100_000;
+    rt.config.loops.max_detections = 100_000;
+    for f in 0..20 {
+        std::fs::write(tmp.path().join(format!("src/mod_{f}.rs")), source_file()).unwrap();
+    }
     let dir = fake_history(&rt, &spec, 1000);
     let exec = Executor::new(&rt, dir);
     let mut prep = Vec::new();
@@ -173,8 +181,7 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         let t0 = Instant::now();
         let prepared = exec.prepare().unwrap();
         let t1 = Instant::now();
-        let args =
-            json!({"path": "src/lib.rs", "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
+        let args = json!({"path": format!("src/mod_{}.rs", i % 20), "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
         tokio
             .block_on(exec.apply(prepared, response("read_file".into(), args)))
             .unwrap();
@@ -182,6 +189,13 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         prep.push(t1 - t0);
         total.push(t2 - t0);
     }
+    let state = exec.dir().load_state().unwrap();
+    assert_eq!(
+        state.status,
+        agentforge::state_store::TaskStatus::Running,
+        "{:?}",
+        state.status_reason
+    );
     let mut sorted = total.clone();
     sorted.sort();
     println!("== host overhead per step, 1,000 prior actions, 300 steps (read_file, no model, no commands) ==");

@@ -36,6 +36,8 @@ use crate::working_memory::{ItemKind, MemoryItem, WorkingMemory};
 const PLAN_TOOL: &str = "plan";
 /// Name of the tool that ticks off the active subtask.
 const FINISH_SUBTASK_TOOL: &str = "finish_subtask";
+/// Phase changes kept in the state (the latest).
+const MAX_PHASE_HISTORY: usize = 50;
 /// Steps a loop warning stays in the context.
 const WARNING_TTL: u64 = 3;
 
@@ -176,6 +178,7 @@ pub struct PreparedStep {
     spec: TaskSpec,
     memory: WorkingMemory,
     offered: Vec<&'static str>,
+    log_tail: Vec<ActionRecord>,
 }
 
 /// What one step did, for progress output and tests.
@@ -289,28 +292,31 @@ impl<'r> Executor<'r> {
     fn detect_loop(
         &self,
         state: &mut TaskState,
+        log_tail: &[ActionRecord],
         current: StepView,
         exact_signature: Option<&str>,
     ) -> Result<Option<LoopWarning>, ExecError> {
         let cfg = &self.rt.config.loops;
         let now = current.step;
         let window = cfg.thresholds.window.max(2);
-        let mut history: Vec<StepView> = self
-            .dir
-            .recent_actions(window - 1)?
-            .iter()
-            .map(StepView::from)
-            .collect();
+        let skip = log_tail.len().saturating_sub(window - 1);
+        let mut history: Vec<StepView> = log_tail[skip..].iter().map(StepView::from).collect();
         history.push(current);
         let detector = LoopDetector::new(cfg.thresholds.clone());
-        // `replay` reports an ongoing loop once; only a detection at this step is new.
-        let Some(d) = detector
-            .replay(&history)
-            .into_iter()
-            .find(|d| d.step == now)
-        else {
+        let Some(d) = detector.check(&history).filter(|d| d.step == now) else {
             return Ok(None);
         };
+        // An ongoing loop is reported again only after two steps without a report, so
+        // a model that keeps looping after the warning reaches `max_detections`.
+        let kind = d.loop_type.to_string();
+        let recently_reported = log_tail.iter().rev().take(2).any(|r| {
+            r.loop_detection
+                .as_ref()
+                .is_some_and(|w| w.loop_type == kind)
+        });
+        if recently_reported {
+            return Ok(None);
+        }
         let block = match d.loop_type {
             // Block the very call that keeps failing, not every call on its target.
             LoopType::IdenticalAction => exact_signature.map(str::to_string).or(d.block.clone()),
@@ -378,15 +384,15 @@ impl<'r> Executor<'r> {
         &self,
         spec: &TaskSpec,
         state: &mut TaskState,
+        log_tail: &[ActionRecord],
         step: u64,
         feedback: &mut Option<String>,
     ) -> Result<(), ExecError> {
         let policy = &self.rt.config.adaptive_budget;
         let base = spec.max_steps.unwrap_or(self.rt.config.limits.max_steps);
         let window = policy.stall_window as usize + 1;
-        let mut history: Vec<ProgressPoint> = self
-            .dir
-            .recent_actions(window)?
+        let skip = log_tail.len().saturating_sub(window);
+        let mut history: Vec<ProgressPoint> = log_tail[skip..]
             .iter()
             .map(|r| {
                 ProgressPoint::from_verification(
@@ -557,10 +563,16 @@ impl<'r> Executor<'r> {
             max_steps: state.max_steps,
             actions: offered.iter().map(|s| s.to_string()).collect(),
         })?;
-        let recent_records = self.dir.recent_actions(3)?;
-        let focus_view = self.focus_view(&state, &recent_records, step);
+        // One read of the log's tail serves the context, the loop detector and the budget.
+        let tail_len = 3
+            .max(self.rt.config.loops.thresholds.window)
+            .max(self.rt.config.adaptive_budget.stall_window as usize + 1);
+        let log_tail = self.dir.recent_actions(tail_len)?;
+        let recent_records = &log_tail[log_tail.len().saturating_sub(3)..];
+        let focus_view = self.focus_view(&state, recent_records, step);
         let recent: Vec<RecentAction> = recent_records
-            .into_iter()
+            .iter()
+            .cloned()
             .map(|r| RecentAction {
                 step: r.step,
                 action: r.action,
@@ -638,6 +650,7 @@ impl<'r> Executor<'r> {
             spec,
             memory,
             offered,
+            log_tail,
         })
     }
 
@@ -698,6 +711,7 @@ impl<'r> Executor<'r> {
             spec,
             mut memory,
             offered,
+            log_tail,
             ..
         } = prepared;
         let started = Instant::now();
@@ -832,7 +846,8 @@ impl<'r> Executor<'r> {
             checks_failing: ran_checks.then(|| state.verification.failing()),
             output_len: None,
         };
-        let detection = self.detect_loop(&mut state, current, exact_signature.as_deref())?;
+        let detection =
+            self.detect_loop(&mut state, &log_tail, current, exact_signature.as_deref())?;
 
         // The plan: this step belongs to the active subtask; a reverted change is a
         // failure of that subtask (two failures block it, seed 004).
@@ -864,7 +879,7 @@ impl<'r> Executor<'r> {
             graph.advance(&mut machine, step, &signals);
             state.phase = machine.current.clone();
             state.phase_steps = machine.phase_steps;
-            self.check_budget(&spec, &mut state, step, &mut feedback)?;
+            self.check_budget(&spec, &mut state, &log_tail, step, &mut feedback)?;
         }
         if state.status.is_terminal() {
             // The working phase stays in `state.phase` (prompts and `context` need it);
@@ -883,6 +898,9 @@ impl<'r> Executor<'r> {
                 machine.history = finishing.history;
             }
         }
+        // The state stays constant-size: older phase changes are in the log's records.
+        let excess = machine.history.len().saturating_sub(MAX_PHASE_HISTORY);
+        machine.history.drain(..excess);
         state.phase_history = machine.history;
 
         state.step = step;

@@ -35,6 +35,8 @@ pub const MAX_DESCRIPTION_CHARS: usize = 200;
 pub const FAILURES_TO_BLOCK: u32 = 2;
 /// Upper bound (exclusive) of the branch view rendered as YAML, in characters.
 pub const VIEW_MAX_CHARS: usize = 2000;
+/// Step numbers kept per subtask (the latest).
+pub const MAX_SUBTASK_ACTIONS: usize = 20;
 /// What [`FocusTree::branch_view`] aims for when measured with `serde_yaml_ng`: the
 /// margin to [`VIEW_MAX_CHARS`] covers the section key and the indentation of the
 /// context builder's own emitter.
@@ -275,6 +277,12 @@ impl FocusTree {
         if let Some(sub) = self.current_subtask_mut() {
             if !sub.actions.contains(&step) {
                 sub.actions.push(step);
+                // Only the latest steps are ever shown; keep the state constant-size
+                // however long a subtask runs (the full history is in actions.jsonl).
+                if sub.actions.len() > MAX_SUBTASK_ACTIONS {
+                    let excess = sub.actions.len() - MAX_SUBTASK_ACTIONS;
+                    sub.actions.drain(..excess);
+                }
             }
         }
     }

@@ -406,7 +406,10 @@ const MAX_NORMALIZED: usize = 400;
 /// whitespace collapsed: the same failure reported at another line, for another file or
 /// with another value normalizes to the same string.
 pub fn normalize_error(text: &str) -> String {
-    let t = text.to_lowercase();
+    // Only the head matters for the category; bounding it keeps the regexes cheap on
+    // long compiler output.
+    let head: String = text.chars().take(MAX_NORMALIZED * 4).collect();
+    let t = head.to_lowercase();
     let t = QUOTED.replace_all(&t, "Q");
     let t = PATH.replace_all(&t, "P");
     let t = HEX.replace_all(&t, "H");
