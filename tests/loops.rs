@@ -5,6 +5,9 @@
 //! human reading of the trajectory) followed by one [`StepView`] per line. The detector
 //! replays each trajectory offline, as `agentforge inspect loops` does.
 //!
+//! Files named `heldout_*` were written by someone who never saw the detector's code
+//! and were not used to tune it; their rates are printed separately.
+//!
 //! Quality targets asserted here:
 //! - loops detected >= 90%: the first detection is at most 2 steps after
 //!   `first_loop_step`, and not before it unless it is a detection of that same loop type;
@@ -214,6 +217,30 @@ fn labelled_set_meets_quality_targets() {
         }
     }
 
+    // The held-out files were written by someone who never saw the detector's code;
+    // report them on their own so the tuned-on part cannot hide a weaker result.
+    let heldout = |name: &str| name.starts_with("heldout_");
+    let ho_loops: Vec<_> = loops.iter().filter(|t| heldout(&t.name)).collect();
+    let ho_caught = ho_loops
+        .iter()
+        .filter(|t| {
+            matches!(
+                judge(&t.label, &detector.replay(&t.steps)),
+                Outcome::Detected { .. }
+            )
+        })
+        .count();
+    let ho_legit: Vec<_> = legit.iter().filter(|t| heldout(&t.name)).collect();
+    let ho_flagged = ho_legit
+        .iter()
+        .filter(|t| !detector.replay(&t.steps).is_empty())
+        .count();
+    eprintln!(
+        "held-out only: loops detected {ho_caught}/{}, legitimate flagged {ho_flagged}/{}",
+        ho_loops.len(),
+        ho_legit.len()
+    );
+
     let detection_rate = detected as f64 / loops.len() as f64;
     let false_positive_rate = flagged.len() as f64 / legit.len() as f64;
     let type_agreement = same_type as f64 / detected.max(1) as f64;
@@ -348,11 +375,27 @@ fn outcomes_survive_irrelevant_changes() {
             "{}: perturbed",
             t.name
         );
-        assert_eq!(
-            base,
-            summary(detector.replay(&with_productive_prefix(&t.steps)), 6),
-            "{}: after unrelated work",
-            t.name
-        );
+        // After unrelated productive work the task is no longer exploring, so the
+        // detector's extra patience for a task's first reads no longer applies: a loop
+        // missed while exploring may then be caught. What must hold: legitimate work
+        // stays clean and every loop caught is still caught, no later.
+        let prefixed = summary(detector.replay(&with_productive_prefix(&t.steps)), 6);
+        if base.is_empty() {
+            if t.label.label == Kind::Legit {
+                assert!(
+                    prefixed.is_empty(),
+                    "{}: flagged after unrelated work: {prefixed:?}",
+                    t.name
+                );
+            }
+        } else {
+            for (kind, step) in &base {
+                assert!(
+                    prefixed.iter().any(|(k, s)| k == kind && s <= step),
+                    "{}: {kind:?} at {step} not caught as early after unrelated work: {prefixed:?}",
+                    t.name
+                );
+            }
+        }
     }
 }
