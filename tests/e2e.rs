@@ -105,14 +105,18 @@ fn all_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The edit that fixes `notes.txt`.
+fn fix_edit() -> Scripted {
+    Scripted::tool_call(
+        "edit_file",
+        json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
+    )
+}
+
 fn happy_script() -> Vec<Scripted> {
     vec![
         Scripted::tool_call("run_tests", json!({})).with_usage(1500, 20),
-        Scripted::tool_call(
-            "edit_file",
-            json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
-        )
-        .with_usage(1600, 40),
+        fix_edit().with_usage(1600, 40),
         Scripted::tool_call("complete", json!({"summary": "status fixed"})).with_usage(1550, 15),
     ]
 }
@@ -233,10 +237,7 @@ fn a_bad_reply_then_a_good_one_recovers() {
         .script(vec![
             Scripted::tool_call("edit_file", json!({"path": "notes.txt"})),
             Scripted::tool_call("run_tests", json!({})),
-            Scripted::tool_call(
-                "edit_file",
-                json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
-            ),
+            fix_edit(),
             Scripted::tool_call("complete", json!({})),
         ])
         .start_background();
@@ -261,10 +262,7 @@ fn complete_is_refused_until_verification_passes_and_the_refusal_is_shown() {
         .script(vec![
             Scripted::tool_call("run_tests", json!({})),
             Scripted::tool_call("complete", json!({"summary": "done, trust me"})),
-            Scripted::tool_call(
-                "edit_file",
-                json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
-            ),
+            fix_edit(),
             Scripted::tool_call("complete", json!({})),
         ])
         .start_background();
@@ -288,10 +286,7 @@ fn an_edit_that_breaks_a_passing_check_is_reverted() {
                 "edit_file",
                 json!({"path": "notes.txt", "old_text": "title: demo\nstatus: broken", "new_text": "status: fixed"}),
             ),
-            Scripted::tool_call(
-                "edit_file",
-                json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
-            ),
+            fix_edit(),
             Scripted::tool_call("complete", json!({})),
         ])
         .start_background();
@@ -726,10 +721,7 @@ fn a_planned_task_shows_the_current_branch_and_ticks_subtasks_off() {
     let server = ScriptedServer::builder(Protocol::OpenAi)
         .script(vec![
             Scripted::tool_call("run_tests", json!({})),
-            Scripted::tool_call(
-                "edit_file",
-                json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
-            ),
+            fix_edit(),
             Scripted::tool_call("finish_subtask", json!({"summary": "status fixed"})),
             Scripted::tool_call("finish_subtask", json!({"summary": "title kept"})),
             Scripted::tool_call("complete", json!({})),
@@ -764,10 +756,7 @@ fn a_task_making_progress_gets_its_budget_extended() {
         .script(vec![
             Scripted::tool_call("run_tests", json!({})),
             Scripted::tool_call("read_file", json!({"path": "notes.txt"})),
-            Scripted::tool_call(
-                "edit_file",
-                json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
-            ),
+            fix_edit(),
             Scripted::tool_call("complete", json!({})),
         ])
         .start_background();
