@@ -10,13 +10,16 @@ example="$root/examples/fix-failing-test"
 demo="$root/target/agentforge-demo"
 
 cargo build --release --quiet -p agentforge --manifest-path "$root/Cargo.toml"
+# The WASM plugins (cargo's output is read by the extract-cargo component).
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+bash "$root/plugins/build.sh"
 rm -rf "$demo"
 mkdir -p "$demo"
 cp -R "$example/project/." "$demo/"
 
 set +e
 "$root/target/release/agentforge" --workspace "$demo" run "$example/task.yaml" \
-    --replay "$example/session.jsonl" "$@"
+    --replay "$example/session.jsonl" --plugins "$root/plugins" --strict "$@"
 status=$?
 set -e
 echo

@@ -56,11 +56,20 @@ impl Extractors {
     /// All facts any extractor draws from `output`; a generic result fact if none matched.
     /// `tool` is the check or action name and becomes the source of verification facts.
     pub fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {
-        let mut facts: Vec<Fact> = self
+        let mut facts: Vec<Fact> = Vec::new();
+        for f in self
             .list
             .iter()
             .flat_map(|e| e.extract(tool, output, result, step))
-            .collect();
+        {
+            // A plugin and a native rule set may both know a tool: say each thing once.
+            if !facts
+                .iter()
+                .any(|o| o.category == f.category && o.statement == f.statement)
+            {
+                facts.push(f);
+            }
+        }
         if facts.is_empty() {
             let last = output
                 .lines()
@@ -118,7 +127,8 @@ static CARGO_RESULT: LazyLock<Regex> = LazyLock::new(|| {
 static CARGO_FAILED_TEST: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^test (\S+) \.\.\. FAILED").unwrap());
 static CARGO_PANIC: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"thread '([^']+)' panicked at ([^:\s]+):(\d+):\d+:\n(.*)").unwrap()
+    // Newer rustc prints the thread id: `thread 'name' (12345) panicked at ...`.
+    Regex::new(r"thread '([^']+)'(?: \(\d+\))? panicked at ([^:\s]+):(\d+):\d+:\n(.*)").unwrap()
 });
 static RUSTC_DIAG: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^(error|warning)(\[[A-Z]\d+\])?: (.+)\n\s*--> ([^:\s]+):(\d+):\d+").unwrap()
@@ -312,6 +322,18 @@ mod tests {
             "{statements:?}"
         );
         assert_eq!(facts[0].id, "f3-1");
+    }
+
+    #[test]
+    fn panic_with_thread_id_gives_location() {
+        let out = "thread 'tests::adds' (41234) panicked at src/lib.rs:8:9:\nassertion failed\n";
+        let facts = Extractors::builtin().extract("tests", out, ActionResult::Failure, 2);
+        assert!(
+            facts
+                .iter()
+                .any(|f| f.statement.contains("tests::adds panicked at src/lib.rs:8")),
+            "{facts:?}"
+        );
     }
 
     #[test]

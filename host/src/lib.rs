@@ -14,6 +14,7 @@ pub mod gates;
 pub mod guards;
 pub mod loops;
 pub mod phases;
+pub mod plugins;
 pub mod prompts;
 pub mod providers;
 pub mod schemas;

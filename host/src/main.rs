@@ -63,6 +63,9 @@ struct RunFlags {
     /// Plugin folder (repeatable).
     #[arg(long = "plugins")]
     plugins: Vec<PathBuf>,
+    /// Refuse to run if any plugin fails to load.
+    #[arg(long)]
+    strict: bool,
     /// No progress lines on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
@@ -369,7 +372,12 @@ fn load_config(g: &Global, flags: &RunFlags, ws: &Path) -> Result<Config, Failur
         }
         config.limits.max_steps = n;
     }
-    config.plugins.dirs.extend(flags.plugins.iter().cloned());
+    // Folders given on the command line are relative to where the command runs.
+    for p in &flags.plugins {
+        let abs =
+            std::path::absolute(p).map_err(|e| usage(anyhow!("--plugins {}: {e}", p.display())))?;
+        config.plugins.dirs.push(abs);
+    }
     config.validate("command line").map_err(usage)?;
     Ok(config)
 }
@@ -380,15 +388,10 @@ fn runtime(g: &Global, flags: &RunFlags) -> Result<Runtime, Failure> {
         .map_err(usage)?;
     check_writable(ws.root())?;
     let config = load_config(g, flags, ws.root())?;
-    if !config.plugins.dirs.is_empty() {
-        eprintln!(
-            "warning: plugin folders {:?} are not loaded yet: WASM plugin loading is not part of this build; the built-in native extractors, schemas, gates and guards are used",
-            config.plugins.dirs
-        );
-    }
     let provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
     let mut rt = Runtime::new(ws, config, provider);
     rt.progress = !flags.quiet;
+    load_plugins(&mut rt, flags.strict)?;
     Ok(rt)
 }
 
@@ -405,6 +408,47 @@ fn offline_runtime(g: &Global) -> Result<Runtime, Failure> {
     config.provider.replay = Some(empty);
     let provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
     Ok(Runtime::new(ws, config, provider))
+}
+
+/// Loads the WASM plugins of every plugin folder (flags and `[plugins] dirs`, relative to
+/// the workspace). A broken plugin is reported and skipped, or fatal with `--strict`.
+/// Today extractor plugins take part in runs; the other kinds are loaded and checked.
+fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
+    let cache = rt.workspace.root().join(".agentforge/cache/plugins");
+    for dir in rt.config.plugins.dirs.clone() {
+        let dir = if dir.is_absolute() {
+            dir
+        } else {
+            rt.workspace.root().join(dir)
+        };
+        if !dir.is_dir() {
+            return Err(usage(anyhow!(
+                "plugin folder {} does not exist",
+                dir.display()
+            )));
+        }
+        let (loaded, errors) = agentforge::plugins::load_dir(&dir, &cache);
+        for e in &errors {
+            eprintln!("plugin error: {e}");
+        }
+        if strict && !errors.is_empty() {
+            return Err(usage(anyhow!(
+                "{} plugin(s) in {} failed to load (--strict)",
+                errors.len(),
+                dir.display()
+            )));
+        }
+        for p in loaded {
+            match p.as_extractor() {
+                Some(x) => rt.extractors.push(x),
+                None => eprintln!(
+                    "note: plugin `{}` loaded; its kind does not take part in runs yet",
+                    p.name()
+                ),
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_writable(root: &Path) -> Result<(), Failure> {

@@ -1,0 +1,108 @@
+//! `cargo bench -p agentforge --bench plugins`: load time of the cargo extractor plugin
+//! (cold: compiling; warm: from the cache), and one extractor call over a ~100 KB cargo
+//! output against the native rules. Needs `bash plugins/build.sh` first.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agentforge::extract::{CargoRules, FactExtractor};
+use agentforge::plugins::load_dir;
+use agentforge::state_store::ActionResult;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let plugin = root.join("plugins/extract-cargo");
+    assert!(
+        plugin.join("extract_cargo.wasm").is_file(),
+        "run `bash plugins/build.sh` first"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    std::fs::create_dir_all(dir.join("extract-cargo")).unwrap();
+    for f in ["plugin.toml", "extract_cargo.wasm"] {
+        std::fs::copy(plugin.join(f), dir.join("extract-cargo").join(f)).unwrap();
+    }
+    let cache = tmp.path().join("cache");
+
+    let t = Instant::now();
+    let (loaded, errors) = load_dir(&dir, &cache);
+    let cold = t.elapsed();
+    assert!(errors.is_empty() && loaded[0].compiled, "{errors:?}");
+    let mut warm = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let (loaded, _) = load_dir(&dir, &cache);
+        warm.push(t.elapsed());
+        assert!(!loaded[0].compiled);
+    }
+    println!(
+        "load extract-cargo: cold {cold:?}, warm median {:?}",
+        median(warm)
+    );
+
+    // ~100 KB: the real fixture repeated (many test binaries' worth of output).
+    let one =
+        std::fs::read_to_string(root.join("tests/data/outputs/cargo_test_failures.txt")).unwrap();
+    let output = one.repeat(100_000 / one.len() + 1);
+    let wasm = loaded[0].wasm_extractor().unwrap();
+    let (mut native_t, mut wasm_t) = (Vec::new(), Vec::new());
+    for _ in 0..30 {
+        let t = Instant::now();
+        let n = CargoRules.extract("tests", &output, ActionResult::Failure, 1);
+        native_t.push(t.elapsed());
+        let t = Instant::now();
+        let w = wasm
+            .try_extract("tests", &output, ActionResult::Failure, 1)
+            .unwrap();
+        wasm_t.push(t.elapsed());
+        assert_eq!(n[0], w[0]);
+    }
+    let empty = Instant::now();
+    for _ in 0..100 {
+        wasm.try_extract("tests", "", ActionResult::Success, 1)
+            .unwrap();
+    }
+    let empty = empty.elapsed() / 100;
+
+    // The same plugin with a fresh instance per call (how third-party plugins run).
+    let manifest = dir.join("extract-cargo/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("reuse_instance = true", "reuse_instance = false"),
+    )
+    .unwrap();
+    let (fresh, _) = load_dir(&dir, &cache);
+    let fresh = fresh[0].wasm_extractor().unwrap();
+    let mut fresh_t = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        fresh
+            .try_extract("tests", &output, ActionResult::Failure, 1)
+            .unwrap();
+        fresh_t.push(t.elapsed());
+    }
+    let fresh_empty = Instant::now();
+    for _ in 0..30 {
+        fresh
+            .try_extract("tests", "", ActionResult::Success, 1)
+            .unwrap();
+    }
+    let fresh_empty = fresh_empty.elapsed() / 30;
+
+    let (n, w, f) = (median(native_t), median(wasm_t), median(fresh_t));
+    println!(
+        "extract over {} KB: native {n:?}; plugin, kept instance {w:?} ({:.2}x); plugin, fresh instance {f:?} ({:.2}x)",
+        output.len() / 1024,
+        w.as_secs_f64() / n.as_secs_f64(),
+        f.as_secs_f64() / n.as_secs_f64(),
+    );
+    println!(
+        "plugin call on empty output: kept instance {empty:?}, fresh instance {fresh_empty:?}"
+    );
+}

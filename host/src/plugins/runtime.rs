@@ -1,0 +1,280 @@
+//! The sandbox: one engine, the on-disk compile cache, and a fresh limited store per call.
+
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::p2::{IoView, WasiCtx, WasiCtxBuilder, WasiView};
+
+use super::bindings::agentforge::plugin::host::{Host, LogLevel};
+use super::bindings::Extractor;
+use super::{Limits, PluginError, PluginFailure};
+
+/// How often the epoch ticks; deadlines are rounded up to it.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// Guest stderr kept per call (enough for a panic message and a backtrace line or two).
+const STDERR_CAP: usize = 64 * 1024;
+/// Log lines kept per call, and their length.
+const MAX_LOG_LINES: usize = 100;
+const MAX_LOG_LINE: usize = 1000;
+
+/// The process-wide engine and linker: compiled code is only shareable within one engine,
+/// and one ticker thread serves every deadline.
+pub(crate) struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<CallState>,
+}
+
+/// The runtime, created on first use (with its epoch ticker thread).
+pub(crate) fn runtime() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true);
+        let engine = Engine::new(&config).expect("the plugin engine's configuration is valid");
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("plugin-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .expect("spawn the plugin epoch thread");
+        let mut linker = Linker::new(&engine);
+        // All of WASI p2 is linked, but each store's context is empty: no preopened
+        // directories, environment, arguments or sockets, so nothing ambient is reachable.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("link WASI");
+        Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).expect("link host");
+        Runtime { engine, linker }
+    })
+}
+
+/// The store's data for one call.
+pub(crate) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+    /// Lines the plugin logged through the `host` interface.
+    pub(crate) logs: Vec<String>,
+}
+
+impl IoView for CallState {
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> &mut WasiCtx {
+        &mut self.wasi
+    }
+}
+
+// The `types` interface has no functions; its host trait is empty.
+impl super::bindings::agentforge::plugin::types::Host for CallState {}
+
+impl Host for CallState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        if self.logs.len() < MAX_LOG_LINES {
+            let level = format!("{level:?}").to_lowercase();
+            self.logs
+                .push(format!("{level}: {}", super::cut(&message, MAX_LOG_LINE)));
+        }
+    }
+}
+
+/// Memory limit that remembers refusing, so a trap after a failed allocation is reported
+/// as the memory limit rather than as whatever the guest did next (usually an abort).
+struct Limiter {
+    max_memory: usize,
+    refused: Option<usize>,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> anyhow::Result<bool> {
+        if desired > self.max_memory {
+            self.refused = Some(desired);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> anyhow::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A store with `limits` applied and its stderr pipe.
+pub(crate) fn new_store(limits: &Limits) -> (Store<CallState>, MemoryOutputPipe) {
+    let rt = runtime();
+    let stderr = MemoryOutputPipe::new(STDERR_CAP);
+    let wasi = WasiCtxBuilder::new()
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let mut store = Store::new(
+        &rt.engine,
+        CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                max_memory: limits.memory_bytes,
+                refused: None,
+            },
+            logs: Vec::new(),
+        },
+    );
+    store.limiter(|s| &mut s.limiter);
+    arm(&mut store, limits);
+    (store, stderr)
+}
+
+/// Gives a store a full call's budget: fuel, deadline, and a clean limiter and log (a
+/// reused store is re-armed before every call).
+pub(crate) fn arm(store: &mut Store<CallState>, limits: &Limits) {
+    store
+        .set_fuel(limits.fuel)
+        .expect("fuel is enabled on the engine");
+    let ticks = limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64;
+    // +1: the first tick may come at once.
+    store.set_epoch_deadline(ticks + 1);
+    store.data_mut().limiter.refused = None;
+    store.data_mut().logs.clear();
+}
+
+/// Turns a failed call into the typed cause, reading the store's limiter and the guest's
+/// stderr (for a panic's message).
+pub(crate) fn failure(
+    plugin: &str,
+    limits: &Limits,
+    store: &Store<CallState>,
+    stderr: &MemoryOutputPipe,
+    err: anyhow::Error,
+) -> PluginError {
+    let stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
+    let cause = if let Some(requested) = store.data().limiter.refused {
+        PluginFailure::MemoryLimit {
+            limit: limits.memory_bytes,
+            requested,
+        }
+    } else {
+        match err.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => PluginFailure::OutOfFuel { fuel: limits.fuel },
+            Some(Trap::Interrupt) => PluginFailure::Deadline {
+                deadline: limits.deadline,
+            },
+            Some(trap) => match panic_message(&stderr) {
+                Some(message) => PluginFailure::Panic { message },
+                None => PluginFailure::Trap {
+                    message: trap.to_string(),
+                },
+            },
+            // Not a trap: the values crossing the boundary did not fit the contract
+            // (bad UTF-8, an out-of-range enum, a missing export...).
+            None => PluginFailure::ContractMismatch {
+                message: format!("{err:#}"),
+            },
+        }
+    };
+    PluginError {
+        plugin: plugin.to_string(),
+        cause,
+        stderr,
+    }
+}
+
+/// The message of a Rust panic printed by the guest: `thread '…' panicked at file:line:col:`
+/// followed by the message lines.
+fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.find("panicked at ")? + "panicked at ".len();
+    let rest = &stderr[start..];
+    let (location, message) = rest.split_once('\n').unwrap_or((rest, ""));
+    let message: Vec<&str> = message
+        .lines()
+        .take_while(|l| !l.starts_with("note: "))
+        .collect();
+    Some(format!(
+        "{}: {}",
+        location.trim_end_matches(':').trim(),
+        message.join(" ").trim()
+    ))
+}
+
+/// A compiled component, from the cache or freshly compiled (then written to the cache).
+/// Returns whether it was compiled.
+pub(crate) fn load_component(
+    wasm: &[u8],
+    cache: &Path,
+) -> Result<(Arc<Component>, bool), anyhow::Error> {
+    let engine = &runtime().engine;
+    // Keyed by the content and by everything in the engine that affects compiled code
+    // (wasmtime version, target, settings), so a stale entry is never deserialized.
+    let mut compat = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut compat);
+    let digest = Sha256::digest(wasm);
+    let key: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let path = cache.join(format!("{key}-{:016x}.cwasm", compat.finish()));
+    // Read into memory rather than `deserialize_file` (mmap): another process rewriting
+    // or truncating a mapped entry would crash this one with SIGBUS.
+    if let Ok(bytes) = std::fs::read(&path) {
+        // SAFETY: the cache folder is the host's own; entries are written below by this
+        // engine from `Component::serialize` and named by the compatibility hash, and
+        // wasmtime checks the header (version, target, settings) before using one.
+        match unsafe { Component::deserialize(engine, &bytes) } {
+            Ok(c) => return Ok((Arc::new(c), false)),
+            // A truncated or foreign file: recompile and overwrite it.
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let component = Component::new(engine, wasm)?;
+    // The cache is an optimisation: failing to write it only costs the next start.
+    if std::fs::create_dir_all(cache).is_ok() {
+        if let Ok(bytes) = component.serialize() {
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, bytes).is_ok() {
+                let _ = std::fs::rename(&tmp, &path);
+            }
+        }
+    }
+    Ok((Arc::new(component), true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_is_read_from_stderr() {
+        let s = "thread '<unnamed>' panicked at src/lib.rs:30:24:\nboom \"x\"\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(
+            panic_message(s).unwrap(),
+            "src/lib.rs:30:24: boom \"x\"".to_string()
+        );
+        assert!(panic_message("nothing").is_none());
+    }
+}
