@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 target="${AGENTFORGE_PLUGINS_TARGET:-../target/plugins}"
 cargo build --quiet --manifest-path Cargo.toml --target wasm32-wasip2 --release --target-dir "$target"
-for crate in extract-cargo hostile; do
+for crate in extract-cargo hostile extract-pytest extract-python-lint extract-go extract-js gate-command guard-complete-verified guard-tested-evidence hostile-future hostile-wrong-types; do
     wasm="${crate//-/_}.wasm"
     # Copy then rename: a concurrent reader never sees half a file.
     cp "$target/wasm32-wasip2/release/$wasm" "$crate/.$wasm.tmp"

@@ -390,3 +390,334 @@ fn run_with_plugins_folder_uses_the_extractor_plugin() {
         .next()
         .is_some());
 }
+
+/// `load_dir_with` a workspace and a `[plugins]` config.
+fn load_with(
+    dir: &Path,
+    workspace: &Path,
+    config: &str,
+) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    let config: agentforge::config::PluginsConfig = toml::from_str(config).unwrap();
+    let ws = agentforge::tools::Workspace::new(workspace).unwrap();
+    let opts = agentforge::plugins::LoadOptions::new(&ws, &config);
+    agentforge::plugins::load_dir_with(dir, &dir.join("cache"), &opts)
+}
+
+fn find<'a>(loaded: &'a [LoadedPlugin], name: &str) -> &'a LoadedPlugin {
+    loaded.iter().find(|p| p.name() == name).unwrap()
+}
+
+fn command_output(exit: Option<i32>, output: &str) -> agentforge::commands::CommandOutput {
+    agentforge::commands::CommandOutput {
+        command: "cargo test".into(),
+        exit_code: exit,
+        output: output.into(),
+        truncated: false,
+        timed_out: false,
+        duration: std::time::Duration::from_millis(5),
+    }
+}
+
+#[test]
+fn gate_plugin_gives_the_native_verdicts_and_fails_closed() {
+    use agentforge::gates::{CommandGate, Gate};
+    let tmp = tempfile::tempdir().unwrap();
+    install(tmp.path(), "gate-command", "gate-command", |m| m);
+    install(tmp.path(), "gate-command", "gate-starved", |m| {
+        m.replace("name = \"gate-command\"", "name = \"gate-starved\"")
+    });
+    // The project's per-plugin limits override the manifest's.
+    let (loaded, errors) = load_with(tmp.path(), tmp.path(), "[limits.gate-starved]\nfuel = 10\n");
+    assert!(errors.is_empty(), "{errors:?}");
+    let gate = find(&loaded, "gate-command").as_gate().unwrap();
+    assert!(find(&loaded, "gate-command").as_guard().is_none());
+    let check: agentforge::task::CheckSpec =
+        serde_yaml_ng::from_str("name: tests\ncommand: cargo test\n").unwrap();
+    let facts = CargoRules.extract(
+        "tests",
+        "test result: FAILED. 3 passed; 1 failed; 0 ignored",
+        ActionResult::Failure,
+        1,
+    );
+    for (exit, out, facts) in [
+        (Some(0), "all fine\n", &[][..]),
+        (Some(1), "error: boom\n\n", &[][..]),
+        (None, "", &[][..]),
+        (Some(101), "x", &facts[..]),
+    ] {
+        let out = command_output(exit, out);
+        assert_eq!(
+            gate.evaluate(&check, &out, facts),
+            CommandGate.evaluate(&check, &out, facts)
+        );
+    }
+    let v = gate.evaluate(&check, &command_output(Some(101), "x"), &facts);
+    assert_eq!(v.summary, "tests: 3 passed, 1 failed (exit 101)");
+
+    // A gate that fails counts as a failed check, with the plugin error as the reason,
+    // even on a passing command.
+    let starved = find(&loaded, "gate-starved");
+    assert_eq!(starved.limits.fuel, 10);
+    let v = starved
+        .as_gate()
+        .unwrap()
+        .evaluate(&check, &command_output(Some(0), "ok"), &[]);
+    assert!(!v.passing);
+    assert!(
+        v.summary.contains("gate plugin failed") && v.summary.contains("out of fuel"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
+fn guard_plugins_decide_and_fail_closed_unless_configured() {
+    use agentforge::guards::{Guard, GuardDecision, Guards};
+    use agentforge::tools::Action;
+    let tmp = tempfile::tempdir().unwrap();
+    install(
+        tmp.path(),
+        "guard-complete-verified",
+        "guard-complete-verified",
+        |m| m,
+    );
+    install(
+        tmp.path(),
+        "guard-tested-evidence",
+        "guard-tested-evidence",
+        |m| m,
+    );
+    for name in ["guard-starved", "guard-starved-open"] {
+        install(tmp.path(), "guard-complete-verified", name, |m| {
+            m.replace(
+                "name = \"guard-complete-verified\"",
+                &format!("name = \"{name}\""),
+            ) + "[limits]\nfuel = 10\n"
+        });
+    }
+    let (loaded, errors) = load_with(
+        tmp.path(),
+        tmp.path(),
+        "[on_error]\nguard-starved-open = \"allow\"\n",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+
+    let spec = agentforge::task::TaskSpec::parse("id: t\ntask_type: fix_violation\ngoal: g\n", "t")
+        .unwrap();
+    let mut state = agentforge::state_store::TaskState::initial(&spec, "implement", 10);
+    let complete = Action::Complete { summary: None };
+    let verified = find(&loaded, "guard-complete-verified").as_guard().unwrap();
+    // Same decision as the native guard, on the real task state.
+    let native = agentforge::guards::CompleteRequiresVerification;
+    let d = verified.check(&complete, &state);
+    assert_eq!(d, native.check(&complete, &state));
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.contains("no check has run")),
+        "{d:?}"
+    );
+    let read = Action::ReadFile {
+        path: "a".into(),
+        start_line: None,
+        end_line: None,
+    };
+    assert_eq!(verified.check(&read, &state), GuardDecision::Allow);
+    state.verification.ready_for_completion = true;
+    assert_eq!(verified.check(&complete, &state), GuardDecision::Allow);
+
+    // Wired like the built-ins: the first denial wins.
+    let mut guards = Guards::default();
+    guards.push(find(&loaded, "guard-tested-evidence").as_guard().unwrap());
+    assert_eq!(guards.check(&complete, &state), GuardDecision::Allow);
+
+    // block-tested-true on `set_field`.
+    let tested = find(&loaded, "guard-tested-evidence").wasm_guard().unwrap();
+    let set = |args: &str| {
+        tested
+            .try_check("set_field", Some("tested"), args, "{}")
+            .unwrap()
+    };
+    assert!(matches!(
+        set(r#"{"field":"tested","value":true}"#),
+        GuardDecision::Deny(r) if r.contains("without evidence")
+    ));
+    assert!(matches!(
+        set(r#"{"field":"subtask.tested","value":"true","evidence":"  "}"#),
+        GuardDecision::Deny(_)
+    ));
+    assert_eq!(
+        set(r#"{"field":"tested","value":true,"evidence":"cargo test: 12 passed"}"#),
+        GuardDecision::Allow
+    );
+    assert_eq!(
+        set(r#"{"field":"tested","value":false}"#),
+        GuardDecision::Allow
+    );
+    assert_eq!(
+        set(r#"{"field":"notes","value":true}"#),
+        GuardDecision::Allow
+    );
+    assert!(matches!(set("not json"), GuardDecision::Deny(_)));
+
+    // A failing guard denies (fail closed) ...
+    let starved = find(&loaded, "guard-starved").as_guard().unwrap();
+    let d = starved.check(&complete, &state);
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.contains("guard plugin failed") && r.contains("out of fuel")),
+        "{d:?}"
+    );
+    // ... unless the project says `on_error = "allow"`: then it warns.
+    let open = find(&loaded, "guard-starved-open").as_guard().unwrap();
+    assert!(
+        matches!(open.check(&complete, &state), GuardDecision::Warn(r) if r.contains("out of fuel"))
+    );
+}
+
+#[test]
+fn hostile_corpus_recursion_output_capabilities_and_contracts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins_dir = tmp.path().join("plugins");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "pub fn answer() -> u32 { 42 }").unwrap();
+    std::fs::write(ws.join("secret.txt"), "s3cret").unwrap();
+    install(&plugins_dir, "hostile", "hostile", |m| {
+        m + "[capabilities]\nread = [\"src/**/*.rs\", \"secret.txt\", \"../**\"]\n"
+    });
+    install(&plugins_dir, "hostile", "hostile-ungranted", |m| {
+        m + "[capabilities]\nread = [\"src/**\"]\n"
+    });
+    install(&plugins_dir, "hostile", "hostile-no-caps", |m| m);
+    install(&plugins_dir, "hostile-future", "hostile-future", |m| m);
+    install(
+        &plugins_dir,
+        "hostile-wrong-types",
+        "hostile-wrong-types",
+        |m| m,
+    );
+    install(&plugins_dir, "hostile", "hostile-bad-glob", |m| {
+        m + "[capabilities]\nread = [\"src/[\"]\n"
+    });
+    install(&plugins_dir, "hostile", "hostile-unknown-cap", |m| {
+        m + "[capabilities]\nnetwork = [\"example.com\"]\n"
+    });
+    install(&plugins_dir, "extract-cargo", "extract-cargo", |m| m);
+    let (loaded, errors) = load_with(
+        &plugins_dir,
+        &ws,
+        "[grants.hostile]\nread = [\"src/**\", \"../**\"]\n",
+    );
+
+    // Loading: the future API, the wrong export, a bad glob and an unknown capability
+    // are reported, each with its cause; the others load.
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    eprintln!("{}", text.join("\n"));
+    assert_eq!(errors.len(), 4, "{text:#?}");
+    let err = |name: &str| {
+        errors
+            .iter()
+            .zip(&text)
+            .find(|(_, t)| t.contains(name))
+            .unwrap_or_else(|| panic!("no error for {name}: {text:#?}"))
+    };
+    let (e, t) = err("hostile-future");
+    assert!(matches!(e, PluginLoadError::ContractMismatch { .. }), "{t}");
+    assert!(t.contains("agentforge:plugin/host@0.2.0"), "{t}");
+    let (e, t) = err("hostile-wrong-types");
+    assert!(matches!(e, PluginLoadError::ContractMismatch { .. }), "{t}");
+    assert!(t.contains("extract"), "{t}");
+    let (e, t) = err("hostile-bad-glob");
+    assert!(matches!(e, PluginLoadError::Capability { .. }), "{t}");
+    let (e, t) = err("hostile-unknown-cap");
+    assert!(matches!(e, PluginLoadError::Capability { .. }), "{t}");
+    assert!(t.contains("network"), "{t}");
+    let names: Vec<&str> = loaded.iter().map(|p| p.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "extract-cargo",
+            "hostile",
+            "hostile-no-caps",
+            "hostile-ungranted"
+        ]
+    );
+
+    let x = |name: &str| find(&loaded, name).wasm_extractor().unwrap();
+    let hostile = x("hostile");
+    let call = |p: &agentforge::plugins::WasmExtractor, tool: &str| {
+        p.try_extract(tool, "", ActionResult::Success, 1)
+    };
+    let said = |p: &agentforge::plugins::WasmExtractor, tool: &str| {
+        call(p, tool).unwrap()[0].statement.clone()
+    };
+
+    // Deep recursion: a stack overflow, named.
+    let e = call(&hostile, "recurse").unwrap_err();
+    assert_eq!(e.cause, PluginFailure::StackOverflow, "{e}");
+    assert!(e.to_string().contains("stack overflow"), "{e}");
+
+    // Huge output: its own cause, for stderr and for returned data.
+    let e = call(&hostile, "shout").unwrap_err();
+    assert!(
+        matches!(e.cause, PluginFailure::OutputTooLarge { what: "stdout/stderr", limit, .. } if limit == 64 * 1024),
+        "{e}"
+    );
+    assert!(
+        e.stderr.starts_with("AAAA"),
+        "the start of the flood is kept"
+    );
+    let e = call(&hostile, "flood").unwrap_err();
+    assert!(
+        matches!(e.cause, PluginFailure::OutputTooLarge { what: "returned facts", size, .. } if size >= 4_000_000),
+        "{e}"
+    );
+
+    // Capabilities: the intersection of requested and granted is readable...
+    assert_eq!(
+        said(&hostile, "read:src/lib.rs"),
+        "read ok: pub fn answer() -> u32 { 42 }"
+    );
+    // ... requested but not granted is refused, visibly to the plugin and in the log...
+    let s = said(&hostile, "read:secret.txt");
+    assert!(
+        s.starts_with("read error:") && s.contains("not in the globs the project grants"),
+        "{s}"
+    );
+    assert!(!s.contains("s3cret"));
+    let log = find(&loaded, "hostile").recent_log();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("read-file `secret.txt` refused")),
+        "{log:?}"
+    );
+    // ... and so is reading outside the workspace, even with `../**` requested and granted.
+    let s = said(&hostile, "read:../../etc/passwd");
+    assert!(
+        s.contains("refused") && s.contains("outside the workspace"),
+        "{s}"
+    );
+    assert!(!s.contains("root:"), "{s}");
+    let s = said(&hostile, "read:/etc/passwd");
+    assert!(s.contains("absolute paths are not allowed"), "{s}");
+    // A plugin the project grants nothing, and one that requested nothing.
+    let s = said(&x("hostile-ungranted"), "read:src/lib.rs");
+    assert!(
+        s.contains("grants plugin `hostile-ungranted` no `read` capability"),
+        "{s}"
+    );
+    let s = said(&x("hostile-no-caps"), "read:src/lib.rs");
+    assert!(s.contains("has no `read` capability"), "{s}");
+    assert!(find(&loaded, "hostile-no-caps").granted.is_empty());
+    assert_eq!(find(&loaded, "hostile").granted.read.len(), 3);
+
+    // The host carries on: the same plugin and the others still work.
+    assert_eq!(said(&hostile, "fine"), "hostile plugin was nice");
+    let facts = x("extract-cargo")
+        .try_extract(
+            "tests",
+            "test result: ok. 1 passed; 0 failed; 0 ignored",
+            ActionResult::Success,
+            2,
+        )
+        .unwrap();
+    assert_eq!(facts[0].statement, "tests: 1 passed, 0 failed");
+}

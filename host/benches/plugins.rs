@@ -1,8 +1,9 @@
 //! `cargo bench -p agentforge --bench plugins`: load time of the cargo extractor plugin
 //! (cold: compiling; warm: from the cache), and one extractor call over a ~100 KB cargo
-//! output against the native rules. Needs `bash plugins/build.sh` first.
+//! output against the native rules, and start-up with 10 plugins (cold: empty cache;
+//! warm: cache hit). Needs `bash plugins/build.sh` first.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agentforge::extract::{CargoRules, FactExtractor};
@@ -105,4 +106,80 @@ fn main() {
     println!(
         "plugin call on empty output: kept instance {empty:?}, fresh instance {fresh_empty:?}"
     );
+
+    ten_plugins(&plugin, tmp.path());
+}
+
+/// Start-up with 10 plugins: `load_dir` over 10 copies of extract-cargo, each a distinct
+/// component (a custom section makes its content hash, hence its cache entry, its own),
+/// so the cold start compiles ten components as ten different plugins would.
+fn ten_plugins(plugin: &Path, tmp: &Path) {
+    let dir = tmp.join("ten");
+    let wasm = std::fs::read(plugin.join("extract_cargo.wasm")).unwrap();
+    let manifest = std::fs::read_to_string(plugin.join("plugin.toml")).unwrap();
+    for i in 0..10 {
+        let name = format!("extract-cargo-{i}");
+        let folder = dir.join(&name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("extract_cargo.wasm"),
+            with_custom_section(&wasm, i),
+        )
+        .unwrap();
+        std::fs::write(
+            folder.join("plugin.toml"),
+            manifest.replace("name = \"extract-cargo\"", &format!("name = \"{name}\"")),
+        )
+        .unwrap();
+    }
+    let load = |cache: &Path| {
+        let t = Instant::now();
+        let (loaded, errors) = load_dir(&dir, cache);
+        let elapsed = t.elapsed();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(loaded.len(), 10);
+        (elapsed, loaded.iter().filter(|p| p.compiled).count())
+    };
+    let mut cold = Vec::new();
+    let mut cache = PathBuf::new();
+    for rep in 0..5 {
+        cache = tmp.join(format!("ten-cache-{rep}"));
+        let (t, compiled) = load(&cache);
+        assert_eq!(compiled, 10, "a cold start compiles every plugin");
+        cold.push(t);
+    }
+    let mut warm = Vec::new();
+    for _ in 0..20 {
+        let (t, compiled) = load(&cache);
+        assert_eq!(compiled, 0, "a warm start compiles nothing");
+        warm.push(t);
+    }
+    println!(
+        "start-up with 10 plugins (total load time): cold (empty cache) median {:?}, warm (cache hit) median {:?}",
+        median(cold),
+        median(warm)
+    );
+}
+
+/// `wasm` with a custom section appended (valid at the top level of a component).
+fn with_custom_section(wasm: &[u8], i: usize) -> Vec<u8> {
+    let name = b"agentforge-bench";
+    let payload = [name.len() as u8]
+        .into_iter()
+        .chain(name.iter().copied())
+        .chain(i.to_le_bytes())
+        .collect::<Vec<u8>>();
+    let mut out = wasm.to_vec();
+    out.push(0); // custom section id
+    let mut len = payload.len();
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        out.push(if len == 0 { byte } else { byte | 0x80 });
+        if len == 0 {
+            break;
+        }
+    }
+    out.extend(payload);
+    out
 }

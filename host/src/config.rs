@@ -162,12 +162,29 @@ pub struct PromptsConfig {
     pub dir: Option<PathBuf>,
 }
 
-/// `[plugins]`.
+/// `[plugins]`: folders, and what the project allows each plugin (by name).
+///
+/// ```toml
+/// [plugins]
+/// dirs = ["plugins"]
+/// [plugins.grants.lint-context]       # capabilities granted; the plugin gets those it
+/// read = ["src/**/*.rs"]              # also requests in its plugin.toml
+/// [plugins.limits.gate-command]       # overrides the manifest's [limits]
+/// fuel = 100000000
+/// [plugins.on_error]                  # guards: what a failed call decides
+/// guard-tested-evidence = "allow"     # default "deny" (fail closed)
+/// ```
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct PluginsConfig {
     /// Plugin folders.
     pub dirs: Vec<PathBuf>,
+    /// Capabilities granted per plugin name.
+    pub grants: std::collections::BTreeMap<String, crate::plugins::Capabilities>,
+    /// Limit overrides per plugin name (`memory_mib`, `fuel`, `deadline_ms`).
+    pub limits: std::collections::BTreeMap<String, crate::plugins::LimitsOverride>,
+    /// Guards' failure effect per plugin name (`deny` or `allow`), over the manifest's.
+    pub on_error: std::collections::BTreeMap<String, crate::plugins::OnError>,
 }
 
 /// Errors loading the configuration; each names the file or variable.

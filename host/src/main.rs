@@ -98,6 +98,56 @@ enum Command {
     /// Post-mortems of recorded runs.
     #[command(subcommand)]
     Inspect(InspectCommand),
+    /// Write, list and check WASM plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Print, as JSON, the facts the extractors draw from a tool output read on stdin.
+    Extract(ExtractArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum PluginsCommand {
+    /// Scaffold a buildable plugin crate in <DIR>/<NAME>.
+    New {
+        /// Plugin kind (the SDK builds: extractor).
+        kind: String,
+        /// Crate and plugin name (lowercase letters, digits, `-`, `_`).
+        name: String,
+        /// Folder to create the crate in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The SDK crate (plugins/sdk of this repository; found automatically when the
+        /// binary runs from a checkout).
+        #[arg(long, env = "AGENTFORGE_SDK")]
+        sdk: Option<PathBuf>,
+    },
+    /// List the plugins of the plugin folders (flags, else `[plugins] dirs`) with their status.
+    List {
+        /// Plugin folder, or a single plugin's folder (repeatable).
+        #[arg(long = "plugins")]
+        plugins: Vec<PathBuf>,
+    },
+    /// Validate every plugin in DIR (manifest, component, contract); exit 1 if any is broken.
+    Check {
+        /// A folder of plugin folders, or one plugin's folder.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ExtractArgs {
+    /// The tool or check name the output comes from (plugins choose outputs by it).
+    #[arg(long)]
+    tool: String,
+    /// Plugin folder, or a single plugin's folder (repeatable; added to `[plugins] dirs`).
+    #[arg(long = "plugins")]
+    plugins: Vec<PathBuf>,
+    /// Only the plugins: leave out the native rule sets (cargo, pytest).
+    #[arg(long)]
+    no_builtin: bool,
+    /// The action's result passed to the extractors.
+    #[arg(long, default_value = "failure", value_parser = ["success", "failure", "partial", "skipped"])]
+    result: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -344,6 +394,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+        Command::Plugins(PluginsCommand::New {
+            kind,
+            name,
+            dir,
+            sdk,
+        }) => plugins_new(kind, name, dir, sdk.as_deref(), g.json),
+        Command::Plugins(PluginsCommand::List { plugins }) => plugins_list(g, plugins),
+        Command::Plugins(PluginsCommand::Check { dir }) => plugins_check(g, dir),
+        Command::Extract(args) => extract_stdin(g, args),
     }
 }
 
@@ -415,6 +474,7 @@ fn offline_runtime(g: &Global) -> Result<Runtime, Failure> {
 /// Today extractor plugins take part in runs; the other kinds are loaded and checked.
 fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
     let cache = rt.workspace.root().join(".agentforge/cache/plugins");
+    let mut gate_from: Option<String> = None;
     for dir in rt.config.plugins.dirs.clone() {
         let dir = if dir.is_absolute() {
             dir
@@ -427,7 +487,8 @@ fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
                 dir.display()
             )));
         }
-        let (loaded, errors) = agentforge::plugins::load_dir(&dir, &cache);
+        let opts = agentforge::plugins::LoadOptions::new(&rt.workspace, &rt.config.plugins);
+        let (loaded, errors) = agentforge::plugins::load_dir_with(&dir, &cache, &opts);
         for e in &errors {
             eprintln!("plugin error: {e}");
         }
@@ -439,12 +500,26 @@ fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
             )));
         }
         for p in loaded {
-            match p.as_extractor() {
-                Some(x) => rt.extractors.push(x),
-                None => eprintln!(
+            if let Some(x) = p.as_extractor() {
+                rt.extractors.push(x);
+            } else if let Some(g) = p.as_gate() {
+                // One gate judges every check: two would be ambiguous.
+                if let Some(first) = &gate_from {
+                    return Err(usage(anyhow!(
+                        "two gate plugins: `{first}` and `{}`; keep one in the plugin folders",
+                        p.name()
+                    )));
+                }
+                gate_from = Some(p.name().to_string());
+                rt.gate = g;
+            } else if let Some(g) = p.as_guard() {
+                // After the built-in guards; the first denial wins.
+                rt.guards.push(g);
+            } else {
+                eprintln!(
                     "note: plugin `{}` loaded; its kind does not take part in runs yet",
                     p.name()
-                ),
+                );
             }
         }
     }
@@ -587,5 +662,444 @@ async fn drive(
             state.tokens.max_context_tokens, state.tokens.input_tokens, state.tokens.output_tokens
         );
     }
+    Ok(code)
+}
+
+// ---------------------------------------------------------------------------------------
+// `plugins new | list | check` and `extract`: authoring and inspecting plugins.
+
+/// `plugins new <kind> <name>`: scaffolds a plugin crate.
+fn plugins_new(
+    kind: &str,
+    name: &str,
+    dir: &Path,
+    sdk: Option<&Path>,
+    json: bool,
+) -> Result<u8, Failure> {
+    use agentforge::scaffold::{self, ScaffoldError};
+    // Kind and name first: a clear error before looking for the SDK.
+    scaffold::check_kind(kind).map_err(usage)?;
+    scaffold::check_name(name).map_err(usage)?;
+    let sdk = match sdk {
+        Some(p) => p.to_path_buf(),
+        None => find_sdk().ok_or_else(|| {
+            usage(anyhow!(
+                "cannot find the plugin SDK (plugins/sdk of the AgentForge repository); give it with --sdk PATH"
+            ))
+        })?,
+    };
+    let plugin = scaffold::NewPlugin {
+        kind: kind.to_string(),
+        name: name.to_string(),
+        sdk,
+    };
+    let created = scaffold::create(dir, &plugin).map_err(|e| match e {
+        ScaffoldError::Io { .. } => failed(e),
+        other => usage(other),
+    })?;
+    if json {
+        let v = serde_json::json!({
+            "name": name,
+            "kind": kind,
+            "dir": created.dir,
+            "files": created.files,
+            "sdk": created.sdk_path,
+            "component": created.component,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+    } else {
+        println!(
+            "created {kind} plugin `{name}` in {} (SDK at {})",
+            created.dir.display(),
+            created.sdk_path.display()
+        );
+        for f in &created.files {
+            println!("  {}", f.display());
+        }
+        println!("next: edit the rule table in src/lib.rs, then");
+        println!("  cd {}", created.dir.display());
+        println!("  cargo build --target wasm32-wasip2 --release");
+        println!("  cp target/wasm32-wasip2/release/{} .", created.component);
+        println!("  agentforge extract --tool lint --plugins . --no-builtin < output.txt");
+        println!("  agentforge plugins check .");
+    }
+    Ok(0)
+}
+
+/// The SDK of the checkout this binary was built from, or one above the executable.
+fn find_sdk() -> Option<PathBuf> {
+    let mut candidates = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/sdk")];
+    if let Ok(exe) = std::env::current_exe() {
+        candidates.extend(exe.ancestors().skip(1).map(|a| a.join("plugins/sdk")));
+    }
+    candidates
+        .into_iter()
+        .find(|c| c.join("Cargo.toml").is_file())
+}
+
+/// One plugin folder as `plugins list` / `check` see it.
+struct PluginRow {
+    folder: PathBuf,
+    /// From the manifest, when it is readable TOML.
+    name: Option<String>,
+    kind: Option<String>,
+    version: Option<String>,
+    description: Option<String>,
+    capabilities: Vec<String>,
+    loaded: Option<agentforge::plugins::LoadedPlugin>,
+    error: Option<String>,
+}
+
+impl PluginRow {
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "kind": self.kind,
+            "version": self.version,
+            "description": self.description,
+            "folder": self.folder,
+            "capabilities": self.capabilities,
+            "status": if self.loaded.is_some() { "loaded" } else { "error" },
+            "error": self.error,
+            "compiled": self.loaded.as_ref().map(|p| p.compiled),
+            "load_ms": self.loaded.as_ref().map(|p| p.load_time.as_secs_f64() * 1e3),
+        })
+    }
+}
+
+/// The plugin folders of `dir`: `dir` itself when it holds a `plugin.toml`, else its
+/// sub-folders that do, in name order.
+fn plugin_folders(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    if dir.join("plugin.toml").is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| usage(anyhow!("plugin folder {}: {e}", dir.display())))?;
+    let mut folders: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("plugin.toml").is_file())
+        .collect();
+    folders.sort();
+    Ok(folders)
+}
+
+/// Loads every plugin folder of `dirs`, one row each (broken ones with their error; a
+/// second plugin with a name already loaded is an error, as in a run).
+fn load_rows(dirs: &[PathBuf], cache: &Path) -> Result<Vec<PluginRow>, Failure> {
+    let mut rows: Vec<PluginRow> = Vec::new();
+    for dir in dirs {
+        for folder in plugin_folders(dir)? {
+            // Lenient read for the columns, even when the manifest does not validate.
+            let table: Option<toml::Table> = std::fs::read_to_string(folder.join("plugin.toml"))
+                .ok()
+                .and_then(|t| toml::from_str(&t).ok());
+            let field = |k: &str| {
+                table
+                    .as_ref()
+                    .and_then(|t| t.get(k))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            };
+            let capabilities = table
+                .as_ref()
+                .and_then(|t| t.get("capabilities"))
+                .and_then(|c| c.as_table())
+                .map(|c| c.keys().cloned().collect())
+                .unwrap_or_default();
+            let mut row = PluginRow {
+                name: field("name"),
+                kind: field("kind"),
+                version: field("version"),
+                description: field("description"),
+                capabilities,
+                folder: folder.clone(),
+                loaded: None,
+                error: None,
+            };
+            match agentforge::plugins::load_plugin(&folder, cache) {
+                Ok(p) => {
+                    let first = rows
+                        .iter()
+                        .find(|r| r.loaded.as_ref().is_some_and(|q| q.name() == p.name()));
+                    match first {
+                        Some(q) => {
+                            row.error = Some(
+                                agentforge::plugins::PluginLoadError::Duplicate {
+                                    plugin: p.name().to_string(),
+                                    first: q.folder.clone(),
+                                    second: folder.clone(),
+                                }
+                                .to_string(),
+                            )
+                        }
+                        None => row.loaded = Some(p),
+                    }
+                }
+                Err(e) => row.error = Some(e.to_string()),
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Where `list`, `check` and `extract` cache compiled components: the workspace's cache
+/// when the workspace has an `.agentforge/` (a run then starts warm), else a private
+/// temporary folder removed on exit (nothing is written into a plugin's source folder).
+struct PluginCache {
+    path: PathBuf,
+    temporary: bool,
+}
+
+impl PluginCache {
+    fn for_workspace(g: &Global) -> PluginCache {
+        let ws = g.workspace.join(".agentforge");
+        if ws.is_dir() {
+            return PluginCache {
+                path: ws.join("cache/plugins"),
+                temporary: false,
+            };
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        PluginCache {
+            path: std::env::temp_dir()
+                .join(format!("agentforge-plugins-{}-{nanos}", std::process::id())),
+            temporary: true,
+        }
+    }
+}
+
+impl Drop for PluginCache {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Plugin folders from `[plugins] dirs` (relative to the workspace) and then `flags`
+/// (relative to the current directory).
+fn plugin_dirs(g: &Global, flags: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let (config, _) = Config::load(g.config.as_deref(), &g.workspace).map_err(usage)?;
+    let mut dirs: Vec<PathBuf> = config
+        .plugins
+        .dirs
+        .iter()
+        .map(|d| {
+            if d.is_absolute() {
+                d.clone()
+            } else {
+                g.workspace.join(d)
+            }
+        })
+        .collect();
+    dirs.extend(flags.iter().cloned());
+    for d in &dirs {
+        if !d.is_dir() {
+            return Err(usage(anyhow!(
+                "plugin folder {} does not exist",
+                d.display()
+            )));
+        }
+    }
+    Ok(dirs)
+}
+
+/// `plugins list`: every plugin with its status; exit 0 (use `check` to fail on errors).
+fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
+    let dirs = plugin_dirs(g, flags)?;
+    let cache = PluginCache::for_workspace(g);
+    let rows = load_rows(&dirs, &cache.path)?;
+    if g.json {
+        let v: Vec<_> = rows.iter().map(PluginRow::json).collect();
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        return Ok(0);
+    }
+    if dirs.is_empty() {
+        println!("no plugin folders: give --plugins DIR or set [plugins] dirs in agentforge.toml");
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        println!("no plugins (folders with a plugin.toml) in the plugin folders");
+        return Ok(0);
+    }
+    println!(
+        "{:<24} {:<10} {:<9} {:<7} {:<14} FOLDER",
+        "NAME", "KIND", "VERSION", "STATUS", "CAPABILITIES"
+    );
+    for r in &rows {
+        let caps = if r.capabilities.is_empty() {
+            "none".to_string()
+        } else {
+            r.capabilities.join(",")
+        };
+        println!(
+            "{:<24} {:<10} {:<9} {:<7} {:<14} {}",
+            r.name.as_deref().unwrap_or("?"),
+            r.kind.as_deref().unwrap_or("?"),
+            r.version.as_deref().unwrap_or("?"),
+            if r.loaded.is_some() {
+                "loaded"
+            } else {
+                "error"
+            },
+            caps,
+            r.folder.display()
+        );
+        if let Some(e) = &r.error {
+            println!("  error: {e}");
+        }
+    }
+    Ok(0)
+}
+
+/// `plugins check DIR`: loads every plugin (manifest, component, contract, first call);
+/// exit 0 when all load, 1 when any is broken or there is none.
+fn plugins_check(g: &Global, dir: &Path) -> Result<u8, Failure> {
+    if !dir.is_dir() {
+        return Err(usage(anyhow!(
+            "plugin folder {} does not exist",
+            dir.display()
+        )));
+    }
+    let cache = PluginCache::for_workspace(g);
+    let rows = load_rows(&[dir.to_path_buf()], &cache.path)?;
+    let broken = rows.iter().filter(|r| r.error.is_some()).count();
+    let code = if broken > 0 || rows.is_empty() { 1 } else { 0 };
+    if g.json {
+        let v = serde_json::json!({
+            "dir": dir,
+            "ok": rows.len() - broken,
+            "broken": broken,
+            "plugins": rows.iter().map(PluginRow::json).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        return Ok(code);
+    }
+    for r in &rows {
+        match (&r.loaded, &r.error) {
+            (Some(p), _) => println!(
+                "ok      {} {} ({}) in {}",
+                p.name(),
+                p.manifest.version,
+                p.manifest.kind_name,
+                r.folder.display()
+            ),
+            (None, Some(e)) => println!("broken  {}: {e}", r.folder.display()),
+            (None, None) => {}
+        }
+    }
+    if rows.is_empty() {
+        println!(
+            "no plugins in {} (a plugin is a folder with a plugin.toml)",
+            dir.display()
+        );
+    } else {
+        println!(
+            "{} plugin(s) checked: {} ok, {broken} broken",
+            rows.len(),
+            rows.len() - broken
+        );
+    }
+    Ok(code)
+}
+
+/// `extract --tool NAME < output`: the facts the native rules and the extractor plugins
+/// draw from stdin, as a JSON array, deduplicated as in a run. Exit 1 if a plugin failed
+/// to load or to run (the facts of the others are still printed).
+fn extract_stdin(g: &Global, args: &ExtractArgs) -> Result<u8, Failure> {
+    use agentforge::extract::{CargoRules, FactExtractor, PytestRules};
+    use agentforge::state_store::{ActionResult, Fact};
+    use std::io::Read as _;
+
+    let result = match args.result.as_str() {
+        "success" => ActionResult::Success,
+        "partial" => ActionResult::Partial,
+        "skipped" => ActionResult::Skipped,
+        _ => ActionResult::Failure,
+    };
+    let dirs = plugin_dirs(g, &args.plugins)?;
+    if args.no_builtin && dirs.is_empty() {
+        return Err(usage(anyhow!(
+            "--no-builtin with no plugin folder: nothing would read the output; give --plugins DIR"
+        )));
+    }
+    let cache = PluginCache::for_workspace(g);
+    let rows = load_rows(&dirs, &cache.path)?;
+    let mut code = 0;
+    for r in &rows {
+        if let Some(e) = &r.error {
+            eprintln!("plugin error: {e}");
+            code = 1;
+        }
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read the tool output from stdin")
+        .map_err(failed)?;
+    let output = String::from_utf8_lossy(&bytes);
+    let (tool, step) = (args.tool.as_str(), 1);
+
+    let mut facts: Vec<(String, Fact)> = Vec::new();
+    let mut add = |extractor: &str, new: Vec<Fact>| {
+        for f in new {
+            // As in a run: a plugin and a native rule set may both know a tool.
+            if !facts
+                .iter()
+                .any(|(_, o)| o.category == f.category && o.statement == f.statement)
+            {
+                facts.push((extractor.to_string(), f));
+            }
+        }
+    };
+    if !args.no_builtin {
+        for x in [&CargoRules as &dyn FactExtractor, &PytestRules] {
+            add(x.name(), x.extract(tool, &output, result, step));
+        }
+    }
+    let mut handled = 0;
+    for p in rows.iter().filter_map(|r| r.loaded.as_ref()) {
+        let Some(x) = p.wasm_extractor() else {
+            eprintln!(
+                "note: plugin `{}` is a {}, not an extractor",
+                p.name(),
+                p.manifest.kind_name
+            );
+            continue;
+        };
+        if !x.handles(tool) {
+            continue;
+        }
+        handled += 1;
+        match x.try_extract(tool, &output, result, step) {
+            Ok(f) => add(p.name(), f),
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = 1;
+            }
+        }
+    }
+    if !rows.is_empty() && handled == 0 {
+        eprintln!("note: no loaded extractor plugin handles tool `{tool}`");
+    }
+    if facts.is_empty() {
+        eprintln!("note: no rule matched; a run would record only the generic result fact");
+    }
+    let v: Vec<_> = facts
+        .iter()
+        .map(|(extractor, f)| {
+            serde_json::json!({
+                "category": f.category,
+                "statement": f.statement,
+                "confidence": f.confidence,
+                "source": f.source,
+                "extractor": extractor,
+            })
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
     Ok(code)
 }

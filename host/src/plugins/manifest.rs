@@ -2,32 +2,57 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::PluginLoadError;
+use super::{Capabilities, PluginLoadError};
 
 /// API versions of `wit/plugin.wit` this host can run, newest first. A plugin's `api`
 /// matches one when major and minor are equal (the compatibility policy in the WIT file).
 pub const SUPPORTED_APIS: &[&str] = &["0.1.0"];
 
-/// The plugin kinds this host loads. The WIT package defines more worlds than the host
-/// runs yet; those kinds are refused with a clear error instead of being half-loaded.
+/// The plugin kinds this host loads. Kinds the WIT package may define later are refused
+/// with a clear error instead of being half-loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PluginKind {
     /// Reads tool output into facts (`extractor` world).
     Extractor,
+    /// Judges a check's outcome (`gate` world).
+    Gate,
+    /// Allows, warns about or denies an action before it runs (`guard` world).
+    Guard,
+}
+
+impl PluginKind {
+    /// The kinds this host runs, as written in `plugin.toml`.
+    pub const NAMES: &'static str = "extractor, gate, guard";
 }
 
 impl std::fmt::Display for PluginKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             PluginKind::Extractor => "extractor",
+            PluginKind::Gate => "gate",
+            PluginKind::Guard => "guard",
         })
     }
 }
 
-/// Per-plugin overrides of the call limits (`[limits]`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+/// What a failing guard plugin decides (its call trapped, ran out of a limit, broke the
+/// contract).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Fail closed: deny the action with the error as the reason (the default: a guard
+    /// that cannot decide must not let an action through).
+    #[default]
+    Deny,
+    /// Fail open: allow the action, with the error as a warning.
+    Allow,
+}
+
+/// Per-plugin overrides of the call limits (`[limits]` in `plugin.toml`,
+/// `[plugins.limits.<name>]` in `agentforge.toml`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsOverride {
     /// Largest linear memory, in MiB.
@@ -65,9 +90,13 @@ pub struct Manifest {
     /// a failed call discards the instance.
     #[serde(default)]
     pub reuse_instance: bool,
-    /// Requested capabilities; none are grantable yet, so this must be empty.
+    /// Guards only: what a failed call decides (default `deny`); the project's
+    /// `[plugins.on_error]` overrides it.
     #[serde(default)]
-    pub capabilities: toml::Table,
+    pub on_error: Option<OnError>,
+    /// Requested capabilities; only what the project also grants is usable.
+    #[serde(default)]
+    pub capabilities: Capabilities,
     /// Free-form configuration for the plugin (not passed to it yet).
     #[serde(default)]
     pub config: toml::Table,
@@ -81,6 +110,19 @@ impl Manifest {
             path: path.clone(),
             message: e.to_string(),
         })?;
+        // An unknown capability is a capability error (naming it), not a typo in the
+        // file: the plugin asks for something this host can never grant.
+        if let Ok(raw) = text.parse::<toml::Table>() {
+            let caps = raw.get("capabilities").and_then(|c| c.as_table());
+            if let Some(unknown) = caps.and_then(|c| c.keys().find(|k| *k != "read")) {
+                let name = raw.get("name").and_then(|n| n.as_str());
+                return Err(PluginLoadError::Capability {
+                    plugin: name.unwrap_or("?").to_string(),
+                    capability: unknown.clone(),
+                    message: "this host grants only `read` (workspace files by glob)".to_string(),
+                });
+            }
+        }
         let m: Manifest = toml::from_str(&text).map_err(|e| PluginLoadError::BadManifest {
             line: e.span().map(|s| 1 + text[..s.start].matches('\n').count()),
             message: e.message().to_string(),
@@ -94,10 +136,11 @@ impl Manifest {
                 supported: SUPPORTED_APIS.join(", "),
             });
         }
-        if let Some(cap) = m.capabilities.keys().next() {
+        if let Err((pattern, message)) = super::capabilities::glob_set(&m.capabilities.read) {
             return Err(PluginLoadError::Capability {
                 plugin: m.name.clone(),
-                capability: cap.clone(),
+                capability: format!("read = \"{pattern}\""),
+                message,
             });
         }
         if !dir.join(&m.component).is_file() {
@@ -113,6 +156,8 @@ impl Manifest {
     pub fn kind(&self) -> Result<PluginKind, PluginLoadError> {
         match self.kind_name.as_str() {
             "extractor" => Ok(PluginKind::Extractor),
+            "gate" => Ok(PluginKind::Gate),
+            "guard" => Ok(PluginKind::Guard),
             other => Err(PluginLoadError::UnknownKind {
                 plugin: self.name.clone(),
                 kind: other.to_string(),

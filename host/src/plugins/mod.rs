@@ -25,20 +25,35 @@
 //!     }
 //! }
 //! ```
+//!
+//! Gate and guard plugins replace or join the native ones (see [`LoadedPlugin::as_gate`],
+//! [`LoadedPlugin::as_guard`]); [`load_dir_with`] passes the workspace `read-file` is
+//! confined to and the project's grants, limit overrides and guards' `on_error`.
 
+mod capabilities;
+mod kinds;
 mod manifest;
+mod output;
 mod runtime;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use manifest::{LimitsOverride, Manifest, PluginKind, SUPPORTED_APIS};
+pub use capabilities::{Capabilities, MAX_READ_BYTES};
+pub use kinds::{action_arguments, WasmGate, WasmGuard};
+pub use manifest::{LimitsOverride, Manifest, OnError, PluginKind, SUPPORTED_APIS};
 
+use crate::config::PluginsConfig;
 use crate::extract::FactExtractor;
+use crate::gates::Gate;
+use crate::guards::Guard;
 use crate::state_store::{ActionResult, Fact, FactCategory};
+use crate::tools::Workspace;
 
-/// Host bindings of the `extractor` world of `agentforge:plugin@0.1.0`.
+/// Host bindings of the `extractor` world of `agentforge:plugin@0.1.0` (and the shared
+/// `types` and `host` interfaces, which the other worlds reuse).
 mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -46,7 +61,38 @@ mod bindings {
     });
 }
 
+/// Host bindings of the `gate` world.
+mod gate_bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "agentforge:plugin/gate@0.1.0",
+        with: {
+            "agentforge:plugin/types": super::bindings::agentforge::plugin::types,
+            "agentforge:plugin/host": super::bindings::agentforge::plugin::host,
+        },
+    });
+}
+
+/// Host bindings of the `guard` world.
+mod guard_bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "agentforge:plugin/guard@0.1.0",
+        with: {
+            "agentforge:plugin/types": super::bindings::agentforge::plugin::types,
+            "agentforge:plugin/host": super::bindings::agentforge::plugin::host,
+        },
+    });
+}
+
 use bindings::agentforge::plugin::types as wit;
+
+/// Largest total of strings a call may return (facts, a verdict's summary, a guard's
+/// reason). What crosses the boundary is bounded by the memory limit anyway; this cap
+/// makes a flood a named failure instead of a context the host has to cut.
+pub const MAX_RETURN_BYTES: usize = 1 << 20;
+/// Log lines kept per plugin across calls (for `plugins list` and tests).
+const RECENT_LOG_LINES: usize = 200;
 
 /// Limits applied to every call of a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +151,10 @@ pub enum PluginLoadError {
         message: String,
     },
     /// `kind` is not one this host runs.
-    #[error("plugin `{plugin}`: unknown kind `{kind}` (this host runs: extractor)")]
+    #[error(
+        "plugin `{plugin}`: unknown kind `{kind}` (this host runs: {})",
+        PluginKind::NAMES
+    )]
     UnknownKind {
         /// Plugin name.
         plugin: String,
@@ -122,13 +171,18 @@ pub enum PluginLoadError {
         /// Supported versions.
         supported: String,
     },
-    /// The manifest requests a capability; none can be granted yet.
-    #[error("plugin `{plugin}` requests capability `{capability}`, which is not granted")]
+    /// The manifest requests a capability the host cannot grant (an unknown kind of
+    /// capability, a bad glob).
+    #[error(
+        "plugin `{plugin}` requests capability `{capability}`, which cannot be granted: {message}"
+    )]
     Capability {
         /// Plugin name.
         plugin: String,
-        /// The first capability requested.
+        /// The capability as requested.
         capability: String,
+        /// Why.
+        message: String,
     },
     /// The component file named by the manifest does not exist.
     #[error("plugin `{plugin}`: component file {path} is missing")]
@@ -222,6 +276,19 @@ pub enum PluginFailure {
         /// What did not fit.
         message: String,
     },
+    /// Recursed too deep: the call stack is exhausted.
+    #[error("stack overflow (call stack exhausted, e.g. by deep recursion)")]
+    StackOverflow,
+    /// Wrote or returned more than the host accepts.
+    #[error("output too large: {what} of at least {size} bytes, beyond the cap of {limit}")]
+    OutputTooLarge {
+        /// What was too large (`stdout/stderr`, `returned facts`, ...).
+        what: &'static str,
+        /// The cap, in bytes.
+        limit: usize,
+        /// The size reached, in bytes.
+        size: usize,
+    },
     /// Any other trap (out-of-bounds access, unreachable...).
     #[error("trapped: {message}")]
     Trap {
@@ -236,13 +303,16 @@ pub struct LoadedPlugin {
     pub manifest: Manifest,
     /// The plugin folder.
     pub dir: PathBuf,
-    /// The limits of its calls (defaults with the manifest's overrides).
+    /// The limits of its calls (defaults, then the manifest's, then the project's overrides).
     pub limits: Limits,
+    /// Capabilities usable by the plugin: requested by the manifest and granted by the
+    /// project (as requested and granted globs; the host checks both on each access).
+    pub granted: Capabilities,
     /// Whether loading compiled the component (false: deserialized from the cache).
     pub compiled: bool,
     /// Time to load it (read, compile or deserialize, link, first `handles` call).
     pub load_time: Duration,
-    inner: Arc<ExtractorInner>,
+    inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -261,6 +331,11 @@ impl LoadedPlugin {
         &self.manifest.name
     }
 
+    /// The kind the plugin was loaded as.
+    pub fn kind(&self) -> PluginKind {
+        self.inner.pre.kind()
+    }
+
     /// The plugin as an extractor for [`crate::extract::Extractors::push`], if it is one.
     pub fn as_extractor(&self) -> Option<Box<dyn FactExtractor>> {
         Some(Box::new(self.wasm_extractor()?))
@@ -268,11 +343,54 @@ impl LoadedPlugin {
 
     /// The plugin as a [`WasmExtractor`] (typed errors via [`WasmExtractor::try_extract`]).
     pub fn wasm_extractor(&self) -> Option<WasmExtractor> {
-        match self.manifest.kind() {
-            Ok(PluginKind::Extractor) => Some(WasmExtractor {
-                inner: self.inner.clone(),
-            }),
-            Err(_) => None,
+        (self.kind() == PluginKind::Extractor).then(|| WasmExtractor {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// The plugin as the run's quality gate (`Runtime::gate`), if it is a gate.
+    pub fn as_gate(&self) -> Option<Box<dyn Gate>> {
+        Some(Box::new(self.wasm_gate()?))
+    }
+
+    /// The plugin as a [`WasmGate`] (typed errors via [`WasmGate::try_evaluate`]).
+    pub fn wasm_gate(&self) -> Option<WasmGate> {
+        (self.kind() == PluginKind::Gate).then(|| WasmGate::new(self.inner.clone()))
+    }
+
+    /// The plugin as a guard for [`crate::guards::Guards::push`], if it is one.
+    pub fn as_guard(&self) -> Option<Box<dyn Guard>> {
+        Some(Box::new(self.wasm_guard()?))
+    }
+
+    /// The plugin as a [`WasmGuard`] (typed errors via [`WasmGuard::try_check`]).
+    pub fn wasm_guard(&self) -> Option<WasmGuard> {
+        (self.kind() == PluginKind::Guard).then(|| WasmGuard::new(self.inner.clone()))
+    }
+
+    /// The latest lines of the plugin's log (its `log` calls and the host's notes, such
+    /// as refused capabilities), oldest first.
+    pub fn recent_log(&self) -> Vec<String> {
+        self.inner.recent_log()
+    }
+}
+
+/// What loading needs from the project: the workspace `read-file` is confined to, and
+/// the `[plugins]` config (grants, limit overrides, guards' `on_error`).
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// The workspace; without one no file is readable whatever is granted.
+    pub workspace: Option<Workspace>,
+    /// The project's `[plugins]` table.
+    pub config: PluginsConfig,
+}
+
+impl LoadOptions {
+    /// Options for a run in `workspace` with the project's `[plugins]` config.
+    pub fn new(workspace: &Workspace, config: &PluginsConfig) -> LoadOptions {
+        LoadOptions {
+            workspace: Some(workspace.clone()),
+            config: config.clone(),
         }
     }
 }
@@ -280,8 +398,17 @@ impl LoadedPlugin {
 /// Loads every plugin folder (a sub-folder with a `plugin.toml`) of `dir`, in name order,
 /// caching compiled components in `cache` (created if needed). Folders without a
 /// `plugin.toml` are not plugins and are ignored; a broken plugin is returned as an error
-/// and skipped.
+/// and skipped. No workspace and no grants: see [`load_dir_with`].
 pub fn load_dir(dir: &Path, cache: &Path) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    load_dir_with(dir, cache, &LoadOptions::default())
+}
+
+/// [`load_dir`] with the project's workspace and `[plugins]` config.
+pub fn load_dir_with(
+    dir: &Path,
+    cache: &Path,
+    opts: &LoadOptions,
+) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
     let mut plugins: Vec<LoadedPlugin> = Vec::new();
     let mut errors = Vec::new();
     let mut folders: Vec<PathBuf> = match std::fs::read_dir(dir) {
@@ -299,7 +426,7 @@ pub fn load_dir(dir: &Path, cache: &Path) -> (Vec<LoadedPlugin>, Vec<PluginLoadE
     };
     folders.sort();
     for folder in folders {
-        match load_plugin(&folder, cache) {
+        match load_plugin_with(&folder, cache, opts) {
             Ok(p) => match plugins.iter().find(|q| q.name() == p.name()) {
                 Some(q) => errors.push(PluginLoadError::Duplicate {
                     plugin: p.name().to_string(),
@@ -314,8 +441,17 @@ pub fn load_dir(dir: &Path, cache: &Path) -> (Vec<LoadedPlugin>, Vec<PluginLoadE
     (plugins, errors)
 }
 
-/// Loads one plugin folder.
+/// Loads one plugin folder (no workspace, no grants: see [`load_plugin_with`]).
 pub fn load_plugin(folder: &Path, cache: &Path) -> Result<LoadedPlugin, PluginLoadError> {
+    load_plugin_with(folder, cache, &LoadOptions::default())
+}
+
+/// Loads one plugin folder with the project's workspace and `[plugins]` config.
+pub fn load_plugin_with(
+    folder: &Path,
+    cache: &Path,
+    opts: &LoadOptions,
+) -> Result<LoadedPlugin, PluginLoadError> {
     let started = Instant::now();
     let manifest = Manifest::load(folder)?;
     let kind = manifest.kind()?;
@@ -336,89 +472,206 @@ pub fn load_plugin(folder: &Path, cache: &Path) -> Result<LoadedPlugin, PluginLo
         api: manifest.api.clone(),
         message: format!("{e:#}"),
     };
+    // Linking checks the imports (a component built against another API version imports
+    // `agentforge:plugin/host@<that version>`, which this host does not define); the
+    // typed pre-instance checks the exports against the world of the declared kind.
     let pre = runtime::runtime()
         .linker
         .instantiate_pre(&component)
         .map_err(mismatch)?;
-    let pre = bindings::ExtractorPre::new(pre).map_err(mismatch)?;
-    let limits = Limits::default().with(&manifest.limits);
-    let mut inner = ExtractorInner {
-        name: manifest.name.clone(),
+    let pre = match kind {
+        PluginKind::Extractor => {
+            Pre::Extractor(bindings::ExtractorPre::new(pre).map_err(mismatch)?)
+        }
+        PluginKind::Gate => Pre::Gate(gate_bindings::GatePre::new(pre).map_err(mismatch)?),
+        PluginKind::Guard => Pre::Guard(guard_bindings::GuardPre::new(pre).map_err(mismatch)?),
+    };
+    let name = manifest.name.clone();
+    let cfg = &opts.config;
+    let limits = Limits::default()
+        .with(&manifest.limits)
+        .with(&cfg.limits.get(&name).cloned().unwrap_or_default());
+    let granted_globs = cfg
+        .grants
+        .get(&name)
+        .map(|g| g.read.clone())
+        .unwrap_or_default();
+    let read = if manifest.capabilities.read.is_empty() {
+        None
+    } else {
+        let access = capabilities::ReadAccess::new(
+            &name,
+            opts.workspace.clone(),
+            &manifest.capabilities.read,
+            &granted_globs,
+        )
+        .map_err(|(pattern, message)| PluginLoadError::Capability {
+            plugin: name.clone(),
+            capability: format!("read = \"{pattern}\" (granted in agentforge.toml)"),
+            message,
+        })?;
+        Some(Arc::new(access))
+    };
+    let granted = Capabilities {
+        read: manifest
+            .capabilities
+            .read
+            .iter()
+            .filter(|_| !granted_globs.is_empty())
+            .cloned()
+            .collect(),
+    };
+    let on_error = cfg
+        .on_error
+        .get(&name)
+        .copied()
+        .or(manifest.on_error)
+        .unwrap_or_default();
+    let mut inner = Inner {
+        name,
         limits,
+        read,
         pre,
         handles: Vec::new(),
         warm: manifest.reuse_instance.then(|| Mutex::new(None)),
+        on_error,
+        log: Mutex::new(VecDeque::new()),
     };
-    inner.handles = inner.handles()?;
+    if kind == PluginKind::Extractor {
+        inner.handles = inner.call(|x, s| match x {
+            Instance::Extractor(x) => x.call_handles(s),
+            _ => Err(wrong_instance()),
+        })?;
+    }
     Ok(LoadedPlugin {
         manifest,
         dir: folder.to_path_buf(),
         limits,
+        granted,
         compiled,
         load_time: started.elapsed(),
         inner: Arc::new(inner),
     })
 }
 
-struct ExtractorInner {
+/// A plugin's pre-instantiated component, typed by its world.
+enum Pre {
+    Extractor(bindings::ExtractorPre<runtime::CallState>),
+    Gate(gate_bindings::GatePre<runtime::CallState>),
+    Guard(guard_bindings::GuardPre<runtime::CallState>),
+}
+
+/// An instance of one of the worlds.
+enum Instance {
+    Extractor(bindings::Extractor),
+    Gate(gate_bindings::Gate),
+    Guard(guard_bindings::Guard),
+}
+
+impl Pre {
+    fn kind(&self) -> PluginKind {
+        match self {
+            Pre::Extractor(_) => PluginKind::Extractor,
+            Pre::Gate(_) => PluginKind::Gate,
+            Pre::Guard(_) => PluginKind::Guard,
+        }
+    }
+
+    fn instantiate(
+        &self,
+        store: &mut wasmtime::Store<runtime::CallState>,
+    ) -> wasmtime::Result<Instance> {
+        Ok(match self {
+            Pre::Extractor(p) => Instance::Extractor(p.instantiate(store)?),
+            Pre::Gate(p) => Instance::Gate(p.instantiate(store)?),
+            Pre::Guard(p) => Instance::Guard(p.instantiate(store)?),
+        })
+    }
+}
+
+/// The error of a call routed to an instance of another world: cannot happen (the
+/// wrappers are only handed out for their kind), but is an error rather than a panic.
+fn wrong_instance() -> anyhow::Error {
+    anyhow::anyhow!("host bug: plugin called through the wrong world")
+}
+
+struct Inner {
     name: String,
     limits: Limits,
-    pre: bindings::ExtractorPre<runtime::CallState>,
-    /// Tool names from `handles()`, asked once at load.
+    /// What `read-file` may read (`None`: nothing requested).
+    read: Option<Arc<capabilities::ReadAccess>>,
+    pre: Pre,
+    /// Tool names from `handles()`, asked once at load (extractors).
     handles: Vec<String>,
     /// The kept instance, for a plugin whose manifest sets `reuse_instance`.
     warm: Option<Mutex<Option<Warm>>>,
+    /// What a failed guard call decides.
+    on_error: OnError,
+    /// The latest log lines, across calls.
+    log: Mutex<VecDeque<String>>,
 }
 
-/// An instance kept between calls, with its store and stderr pipe.
+/// An instance kept between calls, with its store and output pipe.
 struct Warm {
     store: wasmtime::Store<runtime::CallState>,
-    stderr: wasmtime_wasi::p2::pipe::MemoryOutputPipe,
-    instance: bindings::Extractor,
+    stderr: output::CappedPipe,
+    instance: Instance,
 }
 
-impl ExtractorInner {
+impl Inner {
+    /// Prints the call's log lines and keeps them in the plugin's recent log.
+    fn keep_log(&self, lines: &[String]) {
+        if lines.is_empty() {
+            return;
+        }
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        for line in lines {
+            eprintln!("plugin {}: {line}", self.name);
+            if log.len() == RECENT_LOG_LINES {
+                log.pop_front();
+            }
+            log.push_back(line.clone());
+        }
+    }
+
+    fn recent_log(&self) -> Vec<String> {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.iter().cloned().collect()
+    }
+
     /// Runs `f` against a fresh instance in a fresh, limited store.
     fn call<R>(
         &self,
-        f: impl FnOnce(
-            &bindings::Extractor,
-            &mut wasmtime::Store<runtime::CallState>,
-        ) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
         if let Some(warm) = &self.warm {
             return self.call_warm(warm, f);
         }
-        let (mut store, stderr) = runtime::new_store(&self.limits);
+        let (mut store, stderr) = runtime::new_store(&self.limits, self.read.clone());
         let result = self
             .pre
             .instantiate(&mut store)
             .and_then(|x| f(&x, &mut store));
-        for line in &store.data().logs {
-            eprintln!("plugin {}: {line}", self.name);
-        }
+        self.keep_log(&store.data().logs);
         result.map_err(|e| runtime::failure(&self.name, &self.limits, &store, &stderr, e))
     }
 
-    /// Like [`ExtractorInner::call`] on the kept instance (created on first use). A failed
-    /// call discards it: a trapped instance may not be entered again, and its state is
-    /// suspect.
+    /// Like [`Inner::call`] on the kept instance (created on first use). A failed call
+    /// discards it: a trapped instance may not be entered again, and its state is suspect.
     fn call_warm<R>(
         &self,
         warm: &Mutex<Option<Warm>>,
-        f: impl FnOnce(
-            &bindings::Extractor,
-            &mut wasmtime::Store<runtime::CallState>,
-        ) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
         let mut slot = warm.lock().unwrap_or_else(|p| p.into_inner());
         let mut w = match slot.take() {
             Some(mut w) => {
                 runtime::arm(&mut w.store, &self.limits);
+                w.stderr.clear();
                 w
             }
             None => {
-                let (mut store, stderr) = runtime::new_store(&self.limits);
+                let (mut store, stderr) = runtime::new_store(&self.limits, self.read.clone());
                 let instance = self
                     .pre
                     .instantiate(&mut store)
@@ -431,9 +684,7 @@ impl ExtractorInner {
             }
         };
         let result = f(&w.instance, &mut w.store);
-        for line in &w.store.data().logs {
-            eprintln!("plugin {}: {line}", self.name);
-        }
+        self.keep_log(&w.store.data().logs);
         match result {
             Ok(r) => {
                 *slot = Some(w);
@@ -448,10 +699,6 @@ impl ExtractorInner {
             )),
         }
     }
-
-    fn handles(&self) -> Result<Vec<String>, PluginError> {
-        self.call(|x, s| x.call_handles(s))
-    }
 }
 
 /// An extractor plugin behind the host's [`FactExtractor`] trait.
@@ -460,7 +707,7 @@ impl ExtractorInner {
 /// reports the error on stderr; [`WasmExtractor::try_extract`] returns the error instead.
 #[derive(Clone)]
 pub struct WasmExtractor {
-    inner: Arc<ExtractorInner>,
+    inner: Arc<Inner>,
 }
 
 impl WasmExtractor {
@@ -483,20 +730,23 @@ impl WasmExtractor {
             ActionResult::Partial => wit::ActionResult::Partial,
             ActionResult::Skipped => wit::ActionResult::Skipped,
         };
-        let facts = self
-            .inner
-            .call(|x, s| x.call_extract(s, tool, output, r, step))?;
+        let facts = self.inner.call(|x, s| match x {
+            Instance::Extractor(x) => {
+                let facts = x.call_extract(&mut *s, tool, output, r, step)?;
+                let size = facts
+                    .iter()
+                    .map(|f| f.statement.len() + f.source.len())
+                    .sum();
+                output::check_returned("returned facts", size, MAX_RETURN_BYTES)?;
+                Ok(facts)
+            }
+            _ => Err(wrong_instance()),
+        })?;
         Ok(facts
             .into_iter()
             .map(|f| Fact {
                 id: String::new(),
-                category: match f.category {
-                    wit::FactCategory::CodeStructure => FactCategory::CodeStructure,
-                    wit::FactCategory::Inference => FactCategory::Inference,
-                    wit::FactCategory::Pattern => FactCategory::Pattern,
-                    wit::FactCategory::Verification => FactCategory::Verification,
-                    wit::FactCategory::Error => FactCategory::Error,
-                },
+                category: category_from_wit(f.category),
                 // The context is budgeted: a plugin cannot flood it with one fact.
                 statement: cut(&f.statement, 300),
                 confidence: if f.confidence.is_finite() {
@@ -542,5 +792,32 @@ fn cut(s: &str, max: usize) -> String {
         s.to_string()
     } else {
         format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+/// The host's category of a plugin's fact.
+fn category_from_wit(c: wit::FactCategory) -> FactCategory {
+    match c {
+        wit::FactCategory::CodeStructure => FactCategory::CodeStructure,
+        wit::FactCategory::Inference => FactCategory::Inference,
+        wit::FactCategory::Pattern => FactCategory::Pattern,
+        wit::FactCategory::Verification => FactCategory::Verification,
+        wit::FactCategory::Error => FactCategory::Error,
+    }
+}
+
+/// A host fact as the plugin sees it.
+fn fact_to_wit(f: &Fact) -> wit::Fact {
+    wit::Fact {
+        category: match f.category {
+            FactCategory::CodeStructure => wit::FactCategory::CodeStructure,
+            FactCategory::Inference => wit::FactCategory::Inference,
+            FactCategory::Pattern => wit::FactCategory::Pattern,
+            FactCategory::Verification => wit::FactCategory::Verification,
+            FactCategory::Error => wit::FactCategory::Error,
+        },
+        statement: f.statement.clone(),
+        confidence: f.confidence,
+        source: f.source.clone(),
     }
 }

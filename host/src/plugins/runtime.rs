@@ -8,17 +8,19 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::p2::{IoView, WasiCtx, WasiCtxBuilder, WasiView};
 
 use super::bindings::agentforge::plugin::host::{Host, LogLevel};
 use super::bindings::Extractor;
+use super::capabilities::ReadAccess;
+use super::output::{CapExceeded, CappedPipe};
 use super::{Limits, PluginError, PluginFailure};
 
 /// How often the epoch ticks; deadlines are rounded up to it.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
-/// Guest stderr kept per call (enough for a panic message and a backtrace line or two).
-const STDERR_CAP: usize = 64 * 1024;
+/// Guest stdout + stderr allowed per call (plenty for a panic message and a backtrace
+/// line or two); writing more fails the call with [`PluginFailure::OutputTooLarge`].
+pub(crate) const STDERR_CAP: usize = 64 * 1024;
 /// Log lines kept per call, and their length.
 const MAX_LOG_LINES: usize = 100;
 const MAX_LOG_LINE: usize = 1000;
@@ -65,8 +67,11 @@ pub(crate) struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: Limiter,
-    /// Lines the plugin logged through the `host` interface.
+    /// Lines the plugin logged through the `host` interface, and the host's notes about
+    /// the call (refused capabilities).
     pub(crate) logs: Vec<String>,
+    /// What `read-file` may read; `None`: the plugin has no `read` capability.
+    read: Option<Arc<ReadAccess>>,
 }
 
 impl IoView for CallState {
@@ -84,13 +89,33 @@ impl WasiView for CallState {
 // The `types` interface has no functions; its host trait is empty.
 impl super::bindings::agentforge::plugin::types::Host for CallState {}
 
+impl CallState {
+    fn push_log(&mut self, line: String) {
+        if self.logs.len() < MAX_LOG_LINES {
+            self.logs.push(super::cut(&line, MAX_LOG_LINE));
+        }
+    }
+}
+
 impl Host for CallState {
     fn log(&mut self, level: LogLevel, message: String) {
-        if self.logs.len() < MAX_LOG_LINES {
-            let level = format!("{level:?}").to_lowercase();
-            self.logs
-                .push(format!("{level}: {}", super::cut(&message, MAX_LOG_LINE)));
+        let level = format!("{level:?}").to_lowercase();
+        self.push_log(format!("{level}: {message}"));
+    }
+
+    fn read_file(&mut self, path: String) -> Result<String, String> {
+        let result = match &self.read {
+            Some(access) => access.read(&path),
+            None => Err(format!(
+                "read-file `{path}` refused: the plugin has no `read` capability (request it in plugin.toml `[capabilities] read = [...]`; the project grants it in agentforge.toml `[plugins.grants.<name>] read = [...]`)"
+            )),
+        };
+        // The plugin sees the error; the host's log keeps it too, so a refused read is
+        // visible even when the plugin swallows the error.
+        if let Err(e) = &result {
+            self.push_log(format!("host: {e}"));
         }
+        result
     }
 }
 
@@ -125,11 +150,15 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-/// A store with `limits` applied and its stderr pipe.
-pub(crate) fn new_store(limits: &Limits) -> (Store<CallState>, MemoryOutputPipe) {
+/// A store with `limits` applied and its output pipe (guest stdout and stderr).
+pub(crate) fn new_store(
+    limits: &Limits,
+    read: Option<Arc<ReadAccess>>,
+) -> (Store<CallState>, CappedPipe) {
     let rt = runtime();
-    let stderr = MemoryOutputPipe::new(STDERR_CAP);
+    let stderr = CappedPipe::new(STDERR_CAP);
     let wasi = WasiCtxBuilder::new()
+        .stdout(stderr.clone())
         .stderr(stderr.clone())
         .allow_tcp(false)
         .allow_udp(false)
@@ -145,6 +174,7 @@ pub(crate) fn new_store(limits: &Limits) -> (Store<CallState>, MemoryOutputPipe)
                 refused: None,
             },
             logs: Vec::new(),
+            read,
         },
     );
     store.limiter(|s| &mut s.limiter);
@@ -171,11 +201,17 @@ pub(crate) fn failure(
     plugin: &str,
     limits: &Limits,
     store: &Store<CallState>,
-    stderr: &MemoryOutputPipe,
+    stderr: &CappedPipe,
     err: anyhow::Error,
 ) -> PluginError {
     let stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
-    let cause = if let Some(requested) = store.data().limiter.refused {
+    let cause = if let Some(cap) = err.downcast_ref::<CapExceeded>() {
+        PluginFailure::OutputTooLarge {
+            what: cap.what,
+            limit: cap.limit,
+            size: cap.size,
+        }
+    } else if let Some(requested) = store.data().limiter.refused {
         PluginFailure::MemoryLimit {
             limit: limits.memory_bytes,
             requested,
@@ -186,6 +222,9 @@ pub(crate) fn failure(
             Some(Trap::Interrupt) => PluginFailure::Deadline {
                 deadline: limits.deadline,
             },
+            // Deep (or endless) recursion exhausts wasmtime's native stack before the
+            // guest's own shadow stack in linear memory.
+            Some(Trap::StackOverflow) => PluginFailure::StackOverflow,
             Some(trap) => match panic_message(&stderr) {
                 Some(message) => PluginFailure::Panic { message },
                 None => PluginFailure::Trap {

@@ -1,7 +1,19 @@
 //! Test fixture for the host's sandbox: misbehaves on purpose, chosen by the tool name.
 //! Not a plugin to install (it has no `plugin.toml`); the host's tests give it one.
+//!
+//! Tools: `loop` (endless), `bomb` (eats memory), `panic`, `recurse` (unbounded
+//! recursion), `shout` (floods stderr), `flood` (returns megabytes of facts),
+//! `read:<path>` (asks the host for a file; the answer or the refusal becomes the fact).
 
-use agentforge_plugin_sdk::{export_extractor, fact, Category, Extractor, Fact, Input};
+use agentforge_plugin_sdk::{export_extractor, fact, read_file, Category, Extractor, Fact, Input};
+
+/// Recurses until the call stack runs out; `black_box` keeps it from becoming a loop.
+fn dive(depth: u64) -> u64 {
+    if std::hint::black_box(depth) == u64::MAX {
+        return 0;
+    }
+    std::hint::black_box(dive(depth + 1)).wrapping_add(1)
+}
 
 /// The misbehaving extractor.
 pub struct Hostile;
@@ -27,6 +39,20 @@ impl Extractor for Hostile {
                 }
             }
             "panic" => panic!("hostile plugin gives up on {:?}", input.tool),
+            "recurse" => vec![fact(Category::Inference, dive(0).to_string(), "recurse")],
+            "shout" => loop {
+                eprintln!("{}", "AAAA".repeat(256));
+            },
+            "flood" => (0..40_000)
+                .map(|i| fact(Category::Inference, format!("{i:0>100}"), "flood"))
+                .collect(),
+            tool if tool.starts_with("read:") => {
+                let text = match read_file(&tool["read:".len()..]) {
+                    Ok(text) => format!("read ok: {text}"),
+                    Err(e) => format!("read error: {e}"),
+                };
+                vec![fact(Category::Inference, text, tool)]
+            }
             _ => vec![fact(
                 Category::Inference,
                 "hostile plugin was nice",

@@ -12,14 +12,35 @@
 //! ]));
 //! ```
 //!
+//! A gate is a type implementing [`Gate`] plus [`export_gate!`]; a guard one implementing
+//! [`Guard`] plus [`export_guard!`]. [`log`] and [`read_file`] call the host.
+//!
 //! Build with `cargo build --target wasm32-wasip2 --release`; the `.wasm` is a component
-//! for the `agentforge:plugin@0.1.0` contract (`wit/plugin.wit`).
+//! for the `agentforge:plugin@0.1.0` contract (`wit/plugin.wit`). Every world's bindings
+//! are compiled in, but only the world a plugin exports (through its macro) ends up in its
+//! component: the others' type sections are unreferenced and dropped at link time.
 
 #[cfg(feature = "extractor")]
 mod rules;
 
 #[cfg(feature = "extractor")]
 pub use rules::{Rule, RuleSet};
+
+/// The shared `types` and `host` interfaces, generated once so every world (and plugin
+/// code) uses the same Rust types. Implementation detail.
+#[doc(hidden)]
+pub mod common_bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        inline: "package agentforge:sdk;
+            world common {
+                import agentforge:plugin/types@0.1.0;
+                import agentforge:plugin/host@0.1.0;
+            }",
+        world: "agentforge:sdk/common",
+        generate_all,
+    });
+}
 
 /// Generated bindings of the `extractor` world. Implementation detail of the macros.
 #[cfg(feature = "extractor")]
@@ -28,6 +49,10 @@ pub mod extractor_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
         world: "agentforge:plugin/extractor@0.1.0",
+        with: {
+            "agentforge:plugin/types@0.1.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.1.0": crate::common_bindings::agentforge::plugin::host,
+        },
         pub_export_macro: true,
         export_macro_name: "__export_extractor_world",
         default_bindings_module: "agentforge_plugin_sdk::extractor_bindings",
@@ -37,31 +62,63 @@ pub mod extractor_bindings {
 /// Generated bindings of the `gate` world. Implementation detail.
 #[cfg(feature = "gate")]
 #[doc(hidden)]
+// The generated export shims take the WIT function's flattened parameters.
+#[allow(clippy::too_many_arguments)]
 pub mod gate_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
         world: "agentforge:plugin/gate@0.1.0",
+        with: {
+            "agentforge:plugin/types@0.1.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.1.0": crate::common_bindings::agentforge::plugin::host,
+        },
         pub_export_macro: true,
         export_macro_name: "__export_gate_world",
         default_bindings_module: "agentforge_plugin_sdk::gate_bindings",
     });
 }
 
-#[cfg(feature = "extractor")]
-pub use extractor_bindings::agentforge::plugin::host::LogLevel;
-#[cfg(feature = "extractor")]
-pub use extractor_bindings::agentforge::plugin::types::{
-    ActionResult, Fact, FactCategory as Category,
+/// Generated bindings of the `guard` world. Implementation detail.
+#[cfg(feature = "guard")]
+#[doc(hidden)]
+// The generated export shims take the WIT function's flattened parameters.
+#[allow(clippy::too_many_arguments)]
+pub mod guard_bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "agentforge:plugin/guard@0.1.0",
+        with: {
+            "agentforge:plugin/types@0.1.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.1.0": crate::common_bindings::agentforge::plugin::host,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_guard_world",
+        default_bindings_module: "agentforge_plugin_sdk::guard_bindings",
+    });
+}
+
+mod kinds;
+pub use kinds::*;
+
+pub use common_bindings::agentforge::plugin::host::LogLevel;
+pub use common_bindings::agentforge::plugin::types::{
+    ActionResult, Decision, Fact, FactCategory as Category, Verdict,
 };
 
 /// Writes a line to the plugin's log, kept by the host for this call.
-#[cfg(feature = "extractor")]
 pub fn log(level: LogLevel, message: &str) {
-    extractor_bindings::agentforge::plugin::host::log(level, message);
+    common_bindings::agentforge::plugin::host::log(level, message);
+}
+
+/// Reads a workspace file (path relative to the workspace root). Needs the `read`
+/// capability: requested in `plugin.toml` (`[capabilities] read = ["src/**/*.rs"]`) and
+/// granted by the project; otherwise, and for paths leaving the workspace, the error says
+/// why it was refused.
+pub fn read_file(path: &str) -> Result<String, String> {
+    common_bindings::agentforge::plugin::host::read_file(path)
 }
 
 /// One tool output handed to an extractor.
-#[cfg(feature = "extractor")]
 #[derive(Debug, Clone)]
 pub struct Input {
     /// The tool or check name (e.g. `tests`).
@@ -75,7 +132,6 @@ pub struct Input {
 }
 
 /// A fact with full confidence about `tool`'s output.
-#[cfg(feature = "extractor")]
 pub fn fact(category: Category, statement: impl Into<String>, tool: &str) -> Fact {
     Fact {
         category,

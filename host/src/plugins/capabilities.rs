@@ -1,0 +1,148 @@
+//! Capabilities: none by default. A plugin's manifest requests, the project grants, and
+//! the host enforces the intersection on every host call.
+
+use globset::{GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+use crate::tools::Workspace;
+
+/// Largest file `read-file` returns: a plugin call's result is bounded anyway (memory
+/// limit), and reading a huge file would eat the call's deadline inside the host.
+pub const MAX_READ_BYTES: u64 = 1 << 20;
+
+/// Capabilities as a manifest requests them (`[capabilities]` in `plugin.toml`) or a
+/// project grants them (`[plugins.grants.<plugin>]` in `agentforge.toml`). An unknown
+/// key is an error, so a plugin cannot ask for something the host silently ignores.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Capabilities {
+    /// Workspace paths the plugin may read through `read-file`: globs relative to the
+    /// workspace root (`src/**/*.rs`; `*` does not cross `/`, `**` does).
+    #[serde(default)]
+    pub read: Vec<String>,
+}
+
+impl Capabilities {
+    /// Whether nothing is requested (or granted).
+    pub fn is_empty(&self) -> bool {
+        self.read.is_empty()
+    }
+}
+
+/// The globs compiled; `Err` carries the bad pattern and why.
+pub(crate) fn glob_set(patterns: &[String]) -> Result<GlobSet, (String, String)> {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        let g = globset::GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| (p.clone(), e.to_string()))?;
+        b.add(g);
+    }
+    b.build().map_err(|e| (patterns.join(", "), e.to_string()))
+}
+
+/// What one plugin's `read-file` may read: paths matching both a requested and a granted
+/// glob, resolved inside the workspace.
+pub(crate) struct ReadAccess {
+    plugin: String,
+    /// `None` when the plugins were loaded without a workspace (nothing is readable).
+    workspace: Option<Workspace>,
+    requested: GlobSet,
+    granted: GlobSet,
+    granted_empty: bool,
+}
+
+impl ReadAccess {
+    pub(crate) fn new(
+        plugin: &str,
+        workspace: Option<Workspace>,
+        requested: &[String],
+        granted: &[String],
+    ) -> Result<ReadAccess, (String, String)> {
+        Ok(ReadAccess {
+            plugin: plugin.to_string(),
+            workspace,
+            requested: glob_set(requested)?,
+            granted: glob_set(granted)?,
+            granted_empty: granted.is_empty(),
+        })
+    }
+
+    /// The file's text, or why it is refused (the message the plugin sees and the log keeps).
+    pub(crate) fn read(&self, path: &str) -> Result<String, String> {
+        let refuse = |why: String| format!("read-file `{path}` refused: {why}");
+        let Some(ws) = &self.workspace else {
+            return Err(refuse("no workspace is open in this host".to_string()));
+        };
+        // Confinement first, exactly as for the model's file actions: `..`, absolute
+        // paths, symlinks leading out and `.git`/`.agentforge` never get as far as a glob.
+        let abs = ws.resolve(path).map_err(|e| refuse(e.to_string()))?;
+        // Globs are matched on the resolved path, so `src/../secrets` or a symlink cannot
+        // dress an ungranted file up as a granted one.
+        let rel = ws.relative(&abs);
+        if !self.requested.is_match(&rel) {
+            return Err(refuse(format!(
+                "`{rel}` is not in the plugin's requested `[capabilities] read` globs"
+            )));
+        }
+        if !self.granted.is_match(&rel) {
+            let why = if self.granted_empty {
+                format!(
+                    "the project grants plugin `{}` no `read` capability (agentforge.toml `[plugins.grants.{}] read = [...]`)",
+                    self.plugin, self.plugin
+                )
+            } else {
+                format!(
+                    "`{rel}` is not in the globs the project grants (agentforge.toml `[plugins.grants.{}] read`)",
+                    self.plugin
+                )
+            };
+            return Err(refuse(why));
+        }
+        let meta = std::fs::metadata(&abs).map_err(|e| refuse(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(refuse(format!("`{rel}` is not a file")));
+        }
+        if meta.len() > MAX_READ_BYTES {
+            return Err(refuse(format!(
+                "`{rel}` has {} bytes, more than the {MAX_READ_BYTES} a plugin may read",
+                meta.len()
+            )));
+        }
+        let bytes = std::fs::read(&abs).map_err(|e| refuse(e.to_string()))?;
+        String::from_utf8(bytes).map_err(|_| refuse(format!("`{rel}` is not UTF-8 text")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_only_the_intersection_inside_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/a")).unwrap();
+        std::fs::write(dir.path().join("src/a/x.rs"), "fn x() {}").unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "lib").unwrap();
+        std::fs::write(dir.path().join("README.md"), "readme").unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let access = ReadAccess::new(
+            "p",
+            Some(ws),
+            &["src/**/*.rs".into(), "README.md".into()],
+            &["src/**".into()],
+        )
+        .unwrap();
+        assert_eq!(access.read("src/a/x.rs").unwrap(), "fn x() {}");
+        assert_eq!(access.read("src/a/../lib.rs").unwrap(), "lib");
+        let e = access.read("README.md").unwrap_err();
+        assert!(e.contains("not in the globs the project grants"), "{e}");
+        let e = access.read("Cargo.toml").unwrap_err();
+        assert!(e.contains("requested"), "{e}");
+        let e = access.read("../../etc/passwd").unwrap_err();
+        assert!(e.contains("outside the workspace"), "{e}");
+        let e = access.read("/etc/passwd").unwrap_err();
+        assert!(e.contains("absolute"), "{e}");
+    }
+}
