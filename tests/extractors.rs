@@ -4,34 +4,16 @@
 //! [`load_dir`], as `agentforge run --plugins` would; the components are built by
 //! `plugins/build.sh` once per test process.
 
-use std::path::{Path, PathBuf};
+#[path = "support/mod.rs"]
+mod support;
+
+use support::built_plugins::{plugins, root};
+
+use std::path::Path;
 use std::sync::OnceLock;
 
 use agentforge::plugins::{load_dir, WasmExtractor};
 use agentforge::state_store::{ActionResult, FactCategory};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// `plugins/`, with every component built (once per test process).
-fn plugins() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = std::process::Command::new("bash")
-            .arg(root().join("plugins/build.sh"))
-            .status()
-            .expect("run plugins/build.sh");
-        assert!(
-            status.success(),
-            "plugins/build.sh failed (is the wasm32-wasip2 target installed?)"
-        );
-    });
-    root().join("plugins")
-}
 
 /// The compile cache shared by the tests of this process.
 fn cache() -> &'static Path {

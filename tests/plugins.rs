@@ -5,35 +5,16 @@
 //! `target/plugins`); the first test that needs them runs it, so `cargo test` works from
 //! a fresh clone as long as the `wasm32-wasip2` target is installed.
 
+#[path = "support/mod.rs"]
+mod support;
+
+use support::built_plugins::{plugins, root};
+
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use agentforge::extract::{CargoRules, Extractors, FactExtractor};
 use agentforge::plugins::{load_dir, LoadedPlugin, PluginFailure, PluginLoadError};
 use agentforge::state_store::ActionResult;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// `plugins/`, with every component built (once per test process).
-fn plugins() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = std::process::Command::new("bash")
-            .arg(root().join("plugins/build.sh"))
-            .status()
-            .expect("run plugins/build.sh");
-        assert!(
-            status.success(),
-            "plugins/build.sh failed (is the wasm32-wasip2 target installed?)"
-        );
-    });
-    root().join("plugins")
-}
 
 /// Copies plugin folder `name` (manifest and component) into `dir/<as_name>`, with the
 /// manifest edited by `edit`.

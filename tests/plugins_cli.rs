@@ -5,35 +5,16 @@
 //! tests/plugins.rs); the scaffolded crate is built for `wasm32-wasip2` when that target
 //! is installed (it is in CI).
 
+#[path = "support/mod.rs"]
+mod support;
+
+use support::built_plugins::{plugins, root};
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// `plugins/`, with every component built (once per test process).
-fn plugins() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = Command::new("bash")
-            .arg(root().join("plugins/build.sh"))
-            .status()
-            .expect("run plugins/build.sh");
-        assert!(
-            status.success(),
-            "plugins/build.sh failed (is the wasm32-wasip2 target installed?)"
-        );
-    });
-    root().join("plugins")
-}
 
 struct Out {
     code: Option<i32>,

@@ -12,4 +12,5 @@
 //! the `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod built_plugins;
 pub mod scripted_server;
