@@ -138,8 +138,8 @@ agentforge-plugin-sdk = {{ path = "{sdk}" }}
 [workspace]
 
 [profile.release]
-# Small components compile (and load) faster in the host.
-opt-level = "s"
+# Speed over size: the rules run on every output (the host caches the compiled component).
+opt-level = 3
 lto = true
 codegen-units = 1
 strip = true
