@@ -470,13 +470,7 @@ impl<'r> Executor<'r> {
             ));
             warnings.extend(w.suggestions.iter().map(|s| format!("try: {s}")));
         }
-        let planned = state
-            .focus
-            .tasks
-            .iter()
-            .map(|t| t.subtasks.len())
-            .sum::<usize>()
-            > 1;
+        let planned = is_planned(state);
         if !planned {
             // No plan beyond the goal itself: the branch would only repeat the task frame,
             // `recent` and `verification`; show just the loop warnings, if any.
@@ -538,13 +532,7 @@ impl<'r> Executor<'r> {
         if matches!(state.phase.as_str(), "analyze" | "plan") {
             offered.push(PLAN_TOOL);
         }
-        let planned = state
-            .focus
-            .tasks
-            .iter()
-            .map(|t| t.subtasks.len())
-            .sum::<usize>()
-            > 1;
+        let planned = is_planned(&state);
         if planned && matches!(state.phase.as_str(), "implement" | "verify") {
             offered.push(FINISH_SUBTASK_TOOL);
         }
