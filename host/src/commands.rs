@@ -437,7 +437,8 @@ mod tests {
         assert!(out.success(), "{}", out.tail(200));
         assert!(out.truncated);
         assert!(out.output.contains("bytes omitted] ..."), "{}", out.output);
-        assert!(out.output.ends_with("THE-END\n"), "{}", out.tail(100));
+        // The two pipes are read as data arrives, so which one ends the output is a
+        // race; the byte count below is exact either way.
         let omitted: usize = out
             .output
             .split("... [")
