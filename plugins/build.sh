@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Builds every plugin for wasm32-wasip2 and copies each component next to its plugin.toml,
 # so `agentforge run --plugins plugins/` finds them. Own target dir: no lock contention
-# with the host's build.
+# with the host's build. Every crate but the SDK is a component: a plugin (its
+# `plugin.toml` names the component file) or a test fixture (no manifest; the component
+# is `<crate_name>.wasm`).
 set -euo pipefail
 cd "$(dirname "$0")"
 target="${AGENTFORGE_PLUGINS_TARGET:-../target/plugins}"
 cargo build --quiet --manifest-path Cargo.toml --target wasm32-wasip2 --release --target-dir "$target"
-for crate in extract-cargo hostile extract-pytest extract-python-lint extract-go extract-js gate-command guard-complete-verified guard-tested-evidence hostile-future hostile-wrong-types; do
+for cargo_toml in */Cargo.toml; do
+    crate="$(dirname "$cargo_toml")"
+    [ "$crate" = sdk ] && continue
     wasm="${crate//-/_}.wasm"
+    if [ -f "$crate/plugin.toml" ]; then
+        wasm="$(sed -n 's/^component *= *"\(.*\)"/\1/p' "$crate/plugin.toml")"
+    fi
     # Copy then rename: a concurrent reader never sees half a file.
     cp "$target/wasm32-wasip2/release/$wasm" "$crate/.$wasm.tmp"
     mv "$crate/.$wasm.tmp" "$crate/$wasm"

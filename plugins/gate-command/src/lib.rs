@@ -1,7 +1,8 @@
 //! Gate: a check passes when its command exited 0. The summary is the first extracted
 //! verification fact that is not the host's generic one (e.g. `tests: 3 passed, 1
 //! failed`), else the last non-empty output line: the same verdict as the host's native
-//! `CommandGate`.
+//! `CommandGate`. It judges every check (`*`); a killed command's status says `timed out`
+//! when its timeout killed it, else `killed`.
 
 use agentforge_plugin_sdk::{export_gate, Category, CheckRun, Gate, Verdict};
 
@@ -12,10 +13,16 @@ const GENERIC_PREFIX: char = '`';
 pub struct CommandGate;
 
 impl Gate for CommandGate {
+    fn checks() -> Vec<String> {
+        // Every check: a gate naming a check exactly takes precedence for that check.
+        vec!["*".into()]
+    }
+
     fn evaluate(run: CheckRun) -> Verdict {
         let passing = run.exit_code == Some(0);
         let status = match run.exit_code {
             Some(c) => format!("exit {c}"),
+            None if run.timed_out => "timed out".to_string(),
             None => "killed".to_string(),
         };
         let detail = run.facts.iter().find(|f| {

@@ -1,9 +1,9 @@
-//! Test fixture: the extractor world of an imagined `agentforge:plugin@0.2.0`. Its
-//! exports have today's shapes, but it imports the 0.2.0 `host` interface, which this
+//! Test fixture: the extractor world of an imagined `agentforge:plugin@0.9.0`. Its
+//! exports have today's shapes, but it imports the 0.9.0 `host` interface, which this
 //! host does not define: loading must fail naming that version.
 
 wit_bindgen::generate!({
-    inline: "package agentforge:plugin@0.2.0;
+    inline: "package agentforge:plugin@0.9.0;
         interface host {
             log: func(message: string);
         }
@@ -18,15 +18,15 @@ wit_bindgen::generate!({
             export handles: func() -> list<string>;
             export extract: func(tool: string, output: string, %result: action-result, step: u64) -> list<fact>;
         }",
-    world: "agentforge:plugin/extractor@0.2.0",
+    world: "agentforge:plugin/extractor@0.9.0",
 });
 
 struct Future;
 
 impl Guest for Future {
     fn handles() -> Vec<String> {
-        // Uses the 0.2.0 host, so the import stays in the component.
-        agentforge::plugin::host::log("hello from 0.2.0");
+        // Uses the 0.9.0 host, so the import stays in the component.
+        agentforge::plugin::host::log("hello from 0.9.0");
         vec!["*".into()]
     }
 

@@ -1,8 +1,17 @@
 //! Write AgentForge plugins without touching wit-bindgen.
 //!
-//! An extractor is a type implementing [`Extractor`] plus one [`export_extractor!`] line;
-//! a table of regex rules is a [`RuleSet`], and [`rule_extractor!`] turns one into a
-//! whole plugin:
+//! Each plugin kind (a world of `wit/plugin.wit`) is a trait to implement plus one export
+//! macro, behind a cargo feature of the same name (all on by default):
+//!
+//! | kind | trait | macro | feature |
+//! | --- | --- | --- | --- |
+//! | extractor (tool output -> facts) | [`Extractor`] | [`export_extractor!`], or [`rule_extractor!`] from a [`RuleSet`] | `extractor` |
+//! | gate (check run -> verdict) | [`Gate`] | [`export_gate!`] | `gate` |
+//! | guard (action -> allow/warn/deny) | [`Guard`] | [`export_guard!`] | `guard` |
+//! | context-schema (a task type) | [`Schema`] | [`export_schema!`] | `schema` |
+//! | tool (an action for the model) | [`Tool`] | [`export_tool!`] | `tool` |
+//!
+//! A table of regex rules is a whole extractor:
 //!
 //! ```ignore
 //! use agentforge_plugin_sdk::{rule_extractor, Category, Rule, RuleSet};
@@ -12,13 +21,17 @@
 //! ]));
 //! ```
 //!
-//! A gate is a type implementing [`Gate`] plus [`export_gate!`]; a guard one implementing
-//! [`Guard`] plus [`export_guard!`]. [`log`] and [`read_file`] call the host.
+//! Any kind may call the host: [`log`], [`config`] (the plugin's configuration),
+//! [`read_file`] and [`run_check`] (both capability-gated). JSON crosses the contract as
+//! text; the SDK parses and prints it with the re-exported [`serde_json`].
 //!
 //! Build with `cargo build --target wasm32-wasip2 --release`; the `.wasm` is a component
-//! for the `agentforge:plugin@0.1.0` contract (`wit/plugin.wit`). Every world's bindings
-//! are compiled in, but only the world a plugin exports (through its macro) ends up in its
-//! component: the others' type sections are unreferenced and dropped at link time.
+//! for the `agentforge:plugin@0.2.0` contract (`wit/plugin.wit`; the plugin's
+//! `plugin.toml` says `api = "0.2.0"`). Every world's bindings are compiled in, but only
+//! the world a plugin exports (through its macro) ends up in its component: the others'
+//! type sections are unreferenced and dropped at link time.
+
+pub use serde_json;
 
 #[cfg(feature = "extractor")]
 mod rules;
@@ -34,8 +47,8 @@ pub mod common_bindings {
         path: "../../wit",
         inline: "package agentforge:sdk;
             world common {
-                import agentforge:plugin/types@0.1.0;
-                import agentforge:plugin/host@0.1.0;
+                import agentforge:plugin/types@0.2.0;
+                import agentforge:plugin/host@0.2.0;
             }",
         world: "agentforge:sdk/common",
         generate_all,
@@ -48,10 +61,10 @@ pub mod common_bindings {
 pub mod extractor_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/extractor@0.1.0",
+        world: "agentforge:plugin/extractor@0.2.0",
         with: {
-            "agentforge:plugin/types@0.1.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.1.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_extractor_world",
@@ -67,10 +80,10 @@ pub mod extractor_bindings {
 pub mod gate_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/gate@0.1.0",
+        world: "agentforge:plugin/gate@0.2.0",
         with: {
-            "agentforge:plugin/types@0.1.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.1.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_gate_world",
@@ -86,10 +99,10 @@ pub mod gate_bindings {
 pub mod guard_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/guard@0.1.0",
+        world: "agentforge:plugin/guard@0.2.0",
         with: {
-            "agentforge:plugin/types@0.1.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.1.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_guard_world",
@@ -97,8 +110,58 @@ pub mod guard_bindings {
     });
 }
 
+/// Generated bindings of the `context-schema` world. Implementation detail.
+#[cfg(feature = "schema")]
+#[doc(hidden)]
+pub mod schema_bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "agentforge:plugin/context-schema@0.2.0",
+        with: {
+            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_schema_world",
+        default_bindings_module: "agentforge_plugin_sdk::schema_bindings",
+    });
+}
+
+/// Generated bindings of the `tool` world. Implementation detail.
+#[cfg(feature = "tool")]
+#[doc(hidden)]
+pub mod tool_bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "agentforge:plugin/tool@0.2.0",
+        with: {
+            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_tool_world",
+        default_bindings_module: "agentforge_plugin_sdk::tool_bindings",
+    });
+}
+
 mod kinds;
 pub use kinds::*;
+
+#[cfg(feature = "schema")]
+mod schema;
+#[cfg(feature = "schema")]
+#[doc(hidden)]
+pub use schema::{__schema_build, __schema_describe};
+#[cfg(feature = "schema")]
+pub use schema::{remaining_issues, CurrentState, Schema, SchemaInfo};
+
+#[cfg(feature = "tool")]
+mod tool;
+#[cfg(feature = "tool")]
+#[doc(hidden)]
+pub use tool::{__tool_describe, __tool_invoke};
+#[cfg(feature = "tool")]
+pub use tool::{Tool, ToolInfo, ToolOutput};
 
 pub use common_bindings::agentforge::plugin::host::LogLevel;
 pub use common_bindings::agentforge::plugin::types::{
@@ -116,6 +179,53 @@ pub fn log(level: LogLevel, message: &str) {
 /// why it was refused.
 pub fn read_file(path: &str) -> Result<String, String> {
     common_bindings::agentforge::plugin::host::read_file(path)
+}
+
+/// The plugin's configuration: the manifest's `[config]` table with the project's
+/// `[plugins.config.<name>]` keys over it. Empty when there is none (or, defensively,
+/// when the host's JSON is not an object).
+pub fn config() -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::from_str(&common_bindings::agentforge::plugin::host::config()) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// A list of strings from `config` (`key = ["a", "b"]`, or one string `key = "a"`);
+/// `None` when absent, or when it has another type (logged as a warning, so the plugin
+/// falls back to its default rather than failing).
+pub fn config_list(
+    config: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Option<Vec<String>> {
+    use serde_json::Value;
+    match config.get(key)? {
+        Value::String(s) => Some(vec![s.clone()]),
+        Value::Array(items) if items.iter().all(Value::is_string) => Some(
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+        ),
+        other => {
+            log(
+                LogLevel::Warn,
+                &format!(
+                    "config `{key}` must be a list of strings, not {other}; using the default"
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Runs a check the task declares, by name (`tests`, `clippy`...), with the check's own
+/// timeout and output cap. Needs the `checks` capability: requested in `plugin.toml`
+/// (`[capabilities] checks = ["tests"]`) and granted by the project; otherwise the error
+/// says why it was refused. The returned run has no `facts` (no extractor has read it).
+pub fn run_check(name: &str) -> Result<CheckRun, String> {
+    common_bindings::agentforge::plugin::host::run_check(name)
+        .map(|run| kinds::__check_run(run, Vec::new()))
 }
 
 /// One tool output handed to an extractor.
