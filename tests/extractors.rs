@@ -21,8 +21,16 @@ fn cache() -> &'static Path {
     CACHE.get_or_init(|| tempfile::tempdir().unwrap()).path()
 }
 
-/// Plugin folder `name` installed alone and loaded: its extractor.
+/// Plugin folder `name` installed alone and loaded: its extractor (of any check:
+/// `handles` is `*`).
 fn extractor(name: &str) -> WasmExtractor {
+    let x = extractor_of(name);
+    assert!(x.handles("tests") && x.handles("lint"));
+    x
+}
+
+/// Plugin folder `name` installed alone and loaded: its extractor, whatever it handles.
+fn extractor_of(name: &str) -> WasmExtractor {
     let src = plugins().join(name);
     let dir = tempfile::tempdir().unwrap();
     let dst = dir.path().join(name);
@@ -35,9 +43,7 @@ fn extractor(name: &str) -> WasmExtractor {
     assert_eq!(loaded.len(), 1);
     let plugin = loaded.remove(0);
     assert_eq!(plugin.name(), name);
-    let x = plugin.wasm_extractor().expect("an extractor");
-    assert!(x.handles("tests") && x.handles("lint"));
-    x
+    plugin.wasm_extractor().expect("an extractor")
 }
 
 fn output(name: &str) -> String {
@@ -285,4 +291,438 @@ fn js_plugin_is_silent_on_other_tools() {
         &extractor("extract-js"),
         &["jest-", "vitest-", "eslint-", "tsc-"],
     );
+}
+
+/// The failing test names in `statements` (`test NAME fails` / `test NAME panicked at`).
+fn failing_tests(statements: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = statements
+        .iter()
+        .filter_map(|s| s.strip_prefix("test "))
+        .filter_map(|s| s.split(' ').next())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn cargo_test_json_counts_failing_tests_and_panic_locations() {
+    let x = extractor("extract-cargo");
+    // A real `RUSTC_BOOTSTRAP=1 cargo test --no-fail-fast -- -Z unstable-options --format
+    // json` (the crate of cargo_test_failures.txt: a lib with 4 tests, one ignored, and an
+    // integration test file; 3 failures).
+    let facts = facts(&x, "tests", "cargo-test-json.txt");
+    let s: Vec<String> = facts.iter().map(|f| f.statement.clone()).collect();
+    assert_eq!(
+        s,
+        [
+            "tests: 3 passed, 3 failed",
+            "test tests::mean_of_empty_is_zero panicked at src/lib.rs:10: assertion `left == right` failed",
+            "test tests::adds_negative panicked at src/lib.rs:8: assertion `left == right` failed: negative sums",
+            "test overflow_is_reported panicked at tests/api.rs:2: index out of bounds: the len is 0 but the index is 3",
+        ]
+    );
+    assert_eq!(facts[0].category, FactCategory::Verification);
+    assert!(facts[1..].iter().all(|f| f.category == FactCategory::Error));
+    assert!(facts.iter().all(|f| f.confidence == 1.0));
+
+    // The text output of the same suite: the same counts and failing tests.
+    let text = statements(&x, "tests", "cargo_test_failures.txt");
+    assert_eq!(text[0], s[0]);
+    assert_eq!(failing_tests(&text), failing_tests(&s));
+    assert_eq!(
+        failing_tests(&s),
+        [
+            "overflow_is_reported",
+            "tests::adds_negative",
+            "tests::mean_of_empty_is_zero"
+        ]
+    );
+}
+
+#[test]
+fn cargo_test_json_without_panic_and_passing_runs() {
+    let x = extractor("extract-cargo");
+    let run = |out: &str| -> Vec<String> {
+        x.try_extract("tests", out, ActionResult::Failure, 1)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.statement)
+            .collect()
+    };
+    // A test returning `Err` prints no panic: it is named without a location; the
+    // rustc warning on stderr is still read.
+    let out = r#"warning: unused variable: `x`
+ --> src/lib.rs:3:9
+{ "type": "suite", "event": "started", "test_count": 2 }
+{ "type": "test", "name": "io::reads_config", "event": "failed", "stdout": "Error: Os { code: 2, kind: NotFound, message: \"No such file or directory\" }\n" }
+{ "type": "test", "name": "io::parses", "event": "ok" }
+{ "type": "suite", "event": "failed", "passed": 1, "failed": 1, "ignored": 0, "measured": 0, "filtered_out": 0, "exec_time": 0.001 }
+"#;
+    assert_eq!(
+        run(out),
+        [
+            "tests: 1 passed, 1 failed",
+            "test io::reads_config fails",
+            "warning at src/lib.rs:3: unused variable: `x`",
+        ]
+    );
+    // All passing, over two binaries: summed.
+    let ok = r#"{ "type": "suite", "event": "ok", "passed": 4, "failed": 0, "ignored": 1, "measured": 0, "filtered_out": 0, "exec_time": 0.01 }
+{ "type": "suite", "event": "ok", "passed": 2, "failed": 0, "ignored": 0, "measured": 0, "filtered_out": 0, "exec_time": 0.01 }
+"#;
+    assert_eq!(run(ok), ["tests: 6 passed, 0 failed"]);
+    // Not JSON events: nothing.
+    assert!(run("{ \"name\": \"x\" }\n{ broken").is_empty());
+}
+
+#[test]
+fn conformance_violations_with_locations_and_count() {
+    // There is no conformance tool on this machine: conformance-*.txt are written in the
+    // formats seed 000 shows (`Function 'execute' has complexity 15 (max 10)`, `Violations
+    // (N)`, `Check PASSED`, `✓`), with the `file:line:` prefix of a lint report.
+    let x = extractor_of("extract-conformance");
+    for check in ["conformance", "run_check", "run_conformance_check"] {
+        assert!(x.handles(check), "{check}");
+    }
+    assert!(!x.handles("tests") && !x.handles("lint"));
+    let facts = facts(&x, "conformance", "conformance-violations.txt");
+    let s: Vec<&str> = facts.iter().map(|f| f.statement.as_str()).collect();
+    assert_eq!(
+        s,
+        [
+            "Function 'execute' has cyclomatic complexity 15 (threshold 10 exceeded) at src/calc/engine.py:145",
+            "Function 'render_table' has cyclomatic complexity 23 (threshold 10 exceeded) at src/calc/report.py:31",
+            "Function 'execute' has 66 lines (threshold 50 exceeded) at src/calc/engine.py:120",
+            "Total violations: 3",
+        ]
+    );
+    // Seed 000: all verification facts, confidence 1.0.
+    assert!(facts
+        .iter()
+        .all(|f| f.category == FactCategory::Verification && f.confidence == 1.0));
+    assert_eq!(
+        statements(&x, "conformance", "conformance-passed.txt"),
+        ["Conformance check passed", "Total violations: 0"]
+    );
+    // The seed's bare statements when a line has no location nor maximum.
+    let bare = x
+        .try_extract(
+            "run_check",
+            "Function 'execute' has complexity 15\nFunction 'execute' has 80 lines\n",
+            ActionResult::Partial,
+            3,
+        )
+        .unwrap();
+    let bare: Vec<&str> = bare.iter().map(|f| f.statement.as_str()).collect();
+    assert_eq!(
+        bare,
+        [
+            "Function 'execute' has cyclomatic complexity 15 (threshold exceeded)",
+            "Function 'execute' has 80 lines (threshold exceeded)",
+        ]
+    );
+}
+
+#[test]
+fn conformance_plugin_is_silent_on_other_tools() {
+    assert_silent_on_others(&extractor_of("extract-conformance"), &["conformance-"]);
+}
+
+#[test]
+fn test_plugins_are_silent_on_the_new_outputs() {
+    // The other families' extractors draw nothing from the conformance reports and the
+    // cargo JSON (the cargo plugin reads every check: its JSON must not be misread).
+    for name in [
+        "extract-pytest",
+        "extract-go",
+        "extract-js",
+        "extract-python-lint",
+    ] {
+        let x = extractor(name);
+        for file in [
+            "cargo-test-json.txt",
+            "conformance-violations.txt",
+            "conformance-passed.txt",
+        ] {
+            assert_eq!(
+                statements(&x, "tests", file),
+                Vec::<String>::new(),
+                "{name} {file}"
+            );
+        }
+    }
+    let cargo = extractor("extract-cargo");
+    for file in ["conformance-violations.txt", "conformance-passed.txt"] {
+        assert_eq!(
+            statements(&cargo, "tests", file),
+            Vec::<String>::new(),
+            "{file}"
+        );
+    }
+}
+
+/// The facts `extract-edit` draws from a real file action of the host: `action` with
+/// `args` run by `execute_file_action` in a fresh workspace holding `src/lib.rs` (9
+/// lines, two functions), its summary, error and content given as the output.
+fn edit_facts(
+    x: &WasmExtractor,
+    action: &str,
+    args: serde_json::Value,
+) -> Vec<(FactCategory, String, f32)> {
+    use agentforge::tools::{execute_file_action, parse_action, Workspace};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("src/lib.rs"),
+        "fn alpha() {\n    let x = 1;\n    x + 1\n}\n\nfn beta() {\n    let x = 1;\n    x * 2\n}\n",
+    )
+    .unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    let parsed = parse_action(action, &args).unwrap();
+    let out = execute_file_action(&ws, &parsed, &dir.path().join(".snap"));
+    let text = [
+        Some(out.summary.as_str()),
+        out.error.as_deref(),
+        out.content.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join("\n");
+    let facts = x.try_extract(action, &text, out.result, 4).unwrap();
+    for f in &facts {
+        assert_eq!(f.source, action, "{f:?}");
+    }
+    facts
+        .into_iter()
+        .map(|f| (f.category, f.statement, f.confidence))
+        .collect()
+}
+
+#[test]
+fn edit_results_of_the_host_tools_give_what_changed_where() {
+    use serde_json::json;
+    use FactCategory::{CodeStructure, Error, Inference};
+    let x = extractor_of("extract-edit");
+    for action in ["edit_file", "replace_lines", "write_file"] {
+        assert!(x.handles(action), "{action}");
+    }
+    assert!(!x.handles("tests") && !x.handles("read_file"));
+    let one = |category, statement: &str| vec![(category, statement.to_string(), 1.0)];
+    let lib = "src/lib.rs";
+
+    // Successful edits: the lines now holding the new text, and the shift below them.
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": lib, "old_text": "    x + 1\n", "new_text": "    let y = x + 1;\n    y\n"})
+        ),
+        one(
+            CodeStructure,
+            "edited src/lib.rs (lines 3-4; following lines moved by +1)"
+        )
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": lib, "old_text": "x * 2", "new_text": "x * 3"})
+        ),
+        one(CodeStructure, "edited src/lib.rs (line 8)")
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "replace_lines",
+            json!({"path": lib, "start_line": 6, "end_line": 9, "new_content": "fn beta() -> i32 {\n    2\n}\n"})
+        ),
+        one(
+            CodeStructure,
+            "edited src/lib.rs (lines 6-8; following lines moved by -1)"
+        )
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "replace_lines",
+            json!({"path": lib, "start_line": 5, "end_line": 9, "new_content": ""})
+        ),
+        one(
+            CodeStructure,
+            "edited src/lib.rs (deleted lines 5-9; following lines moved by -5)"
+        )
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "write_file",
+            json!({"path": "src/new.rs", "content": "pub mod a;\npub mod b;\n"})
+        ),
+        one(CodeStructure, "created src/new.rs (2 lines)")
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "write_file",
+            json!({"path": lib, "content": "fn alpha() {}\nfn beta() {}\n"})
+        ),
+        one(CodeStructure, "rewrote src/lib.rs (2 lines)")
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "write_file",
+            json!({"path": lib, "content": "fn alpha() {\n    let x = 1;\n    x + 1\n}\n\nfn beta() {\n    let x = 1;\n    x * 2\n}\n"})
+        ),
+        one(
+            CodeStructure,
+            "src/lib.rs unchanged: it already had the content written"
+        )
+    );
+
+    // Failed edits: why, and where the host says the text is.
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": lib, "old_text": "    let x = 1;\n", "new_text": "    let x = 2;\n"})
+        ),
+        one(
+            Error,
+            "edit failed: old text occurs 2 times in src/lib.rs (lines 2, 7)"
+        )
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": lib, "old_text": "fn beta() {\nlet x = 1;\n", "new_text": "fn beta() {\nlet x = 5;\n"})
+        ),
+        [
+            (
+                Error,
+                "edit failed: old text not found in src/lib.rs".to_string(),
+                1.0
+            ),
+            (
+                Inference,
+                "the old text matches src/lib.rs:6-7 except for indentation".to_string(),
+                1.0
+            ),
+        ]
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": lib, "old_text": "    x * 3\n", "new_text": "    x * 4\n"})
+        ),
+        [
+            (
+                Error,
+                "edit failed: old text not found in src/lib.rs".to_string(),
+                1.0
+            ),
+            (
+                Inference,
+                "the intended text is probably near src/lib.rs:8".to_string(),
+                0.7
+            ),
+        ]
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": lib, "old_text": "   3|     x + 1\n", "new_text": "    x + 2\n"})
+        ),
+        [
+            (
+                Error,
+                "edit failed: old text not found in src/lib.rs".to_string(),
+                1.0
+            ),
+            (
+                Inference,
+                "the old text includes read_file's line-number prefixes (`  12| `)".to_string(),
+                1.0
+            ),
+        ]
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "replace_lines",
+            json!({"path": lib, "start_line": 40, "end_line": 42, "new_content": "x"})
+        ),
+        one(
+            Error,
+            "edit failed: lines 40-42 are outside src/lib.rs, which has 9 lines"
+        )
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": "lib.rs", "old_text": "a", "new_text": "b"})
+        ),
+        one(
+            Error,
+            "edit failed: lib.rs does not exist (did you mean src/lib.rs?)"
+        )
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": "src", "old_text": "a", "new_text": "b"})
+        ),
+        one(Error, "edit failed: src is a folder")
+    );
+    assert_eq!(
+        edit_facts(&x, "write_file", json!({"path": "src", "content": "b"})),
+        one(Error, "write failed: src is a folder")
+    );
+    assert_eq!(
+        edit_facts(
+            &x,
+            "edit_file",
+            json!({"path": "../outside.rs", "old_text": "a", "new_text": "b"})
+        ),
+        one(
+            Error,
+            "edit refused: path ../outside.rs: `..` leads outside the workspace root"
+        )
+    );
+}
+
+#[test]
+fn edit_plugin_reads_the_executor_revert_and_seed_wordings() {
+    let x = extractor_of("extract-edit");
+    let run = |out: &str| -> Vec<String> {
+        x.try_extract("edit_file", out, ActionResult::Failure, 2)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.statement)
+            .collect()
+    };
+    // The executor's auto-revert summary (host/src/executor.rs, `e.summary = format!(
+    // "reverted: {} passed before this change and failed after it; the change was
+    // undone", ...)`).
+    assert_eq!(
+        run("reverted: tests, clippy passed before this change and failed after it; the change was undone\ntests: 3 passed, 1 failed (exit 101)"),
+        ["change reverted: tests, clippy passed before it and failed after it"]
+    );
+    // Seed 000's `_build_edit_rules`, for tools worded that way.
+    assert_eq!(
+        run("Modified src/app.py: 3 lines"),
+        ["File modified: src/app.py"]
+    );
+    assert_eq!(
+        run("error: text to replace not found"),
+        ["Edit failed: target text not found in file"]
+    );
+    assert!(run("nothing to see").is_empty());
 }
