@@ -9,9 +9,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 example="$root/examples/fix-failing-test"
 demo="$root/target/agentforge-demo"
 
-cargo build --release --quiet -p agentforge --manifest-path "$root/Cargo.toml"
-# The WASM plugins (cargo's output is read by the extract-cargo component).
+# The host embeds the built-in WASM plugins (built for wasm32-wasip2 by its build script);
+# `plugins/build.sh` puts every plugin, the `outline` tool included, in `plugins/`.
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+cargo build --release --quiet -p agentforge --manifest-path "$root/Cargo.toml"
 bash "$root/plugins/build.sh"
 rm -rf "$demo"
 mkdir -p "$demo"
@@ -19,7 +20,7 @@ cp -R "$example/project/." "$demo/"
 
 set +e
 "$root/target/release/agentforge" --workspace "$demo" run "$example/task.yaml" \
-    --replay "$example/session.jsonl" --plugins "$root/plugins" --strict "$@"
+    --replay "$example/session-plugins.jsonl" --plugins "$root/plugins" --strict "$@"
 status=$?
 set -e
 echo

@@ -12,7 +12,7 @@ use support::built_plugins::{plugins, root};
 
 use std::path::{Path, PathBuf};
 
-use agentforge::extract::{CargoRules, Extractors, FactExtractor};
+use agentforge::extract::Extractors;
 use agentforge::plugins::{load_dir, LoadedPlugin, PluginFailure, PluginLoadError};
 use agentforge::state_store::ActionResult;
 
@@ -28,7 +28,7 @@ fn install(dir: &Path, name: &str, as_name: &str, edit: impl Fn(String) -> Strin
         Ok(m) => m,
         // The hostile fixture has no manifest of its own (it is not a plugin to install).
         Err(_) => format!(
-            "name = \"{as_name}\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.1.0\"\ncomponent = \"{wasm}\"\n"
+            "name = \"{as_name}\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"{wasm}\"\n"
         ),
     };
     std::fs::write(dst.join("plugin.toml"), edit(manifest)).unwrap();
@@ -51,20 +51,18 @@ fn statements(facts: &[agentforge::state_store::Fact]) -> Vec<String> {
 }
 
 #[test]
-fn cargo_plugin_gives_the_native_facts_on_real_outputs() {
+fn cargo_plugin_reads_real_cargo_outputs() {
     let tmp = tempfile::tempdir().unwrap();
     install(tmp.path(), "extract-cargo", "extract-cargo", |m| m);
     let plugin = load_one(tmp.path(), &tmp.path().join("cache"));
     let wasm = plugin.wasm_extractor().unwrap();
     assert!(wasm.handles("tests") && wasm.handles("anything"));
 
-    // rustc diagnostics from a real `cargo build`: identical facts.
+    // rustc diagnostics from a real `cargo build`.
     let build = output("cargo_build_errors.txt");
-    let native = CargoRules.extract("check", &build, ActionResult::Failure, 2);
     let plugged = wasm
         .try_extract("check", &build, ActionResult::Failure, 2)
         .unwrap();
-    assert_eq!(plugged, native);
     assert_eq!(
         statements(&plugged),
         [
@@ -74,28 +72,23 @@ fn cargo_plugin_gives_the_native_facts_on_real_outputs() {
     );
 
     // A real `cargo test` (two test binaries, three failures, today's panic line with a
-    // thread id): the same summed counts and failing tests as the native rules...
+    // thread id): the counts summed over the binaries, the failing tests...
     let test = output("cargo_test_failures.txt");
-    let native = CargoRules.extract("tests", &test, ActionResult::Failure, 3);
     let plugged = wasm
         .try_extract("tests", &test, ActionResult::Failure, 3)
         .unwrap();
-    assert_eq!(plugged[0], native[0]);
     assert_eq!(plugged[0].statement, "tests: 3 passed, 3 failed");
+    assert_eq!(plugged[0].source, "tests");
+    assert_eq!(plugged[0].confidence, 1.0);
     let plugged_text = statements(&plugged).join("\n");
     for name in [
         "tests::adds_negative",
         "tests::mean_of_empty_is_zero",
         "overflow_is_reported",
     ] {
-        assert!(
-            native.iter().any(|f| f.statement.contains(name)),
-            "{native:?}"
-        );
         assert!(plugged_text.contains(name), "{plugged_text}");
     }
-    // ...and, because the plugin's panic rule also reads the `(thread id)` that rustc
-    // 1.9x prints, the locations the native rule misses on this output.
+    // ...and the panic locations, with the `(thread id)` that rustc 1.9x prints.
     for location in ["src/lib.rs:8", "src/lib.rs:9", "tests/api.rs:3"] {
         assert!(plugged_text.contains(location), "{plugged_text}");
     }
@@ -105,12 +98,19 @@ fn cargo_plugin_gives_the_native_facts_on_real_outputs() {
         "{plugged_text}"
     );
 
-    // The output format the native rules were written for: identical facts.
+    // The older panic line (no thread id).
     let old = "running 2 tests\ntest tests::adds ... FAILED\ntest tests::subs ... ok\n\nfailures:\n\n---- tests::adds stdout ----\n\nthread 'tests::adds' panicked at src/lib.rs:12:9:\nassertion `left == right` failed\n  left: 3\n right: 4\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
-    assert_eq!(
-        wasm.try_extract("tests", old, ActionResult::Failure, 1)
+    let facts = statements(
+        &wasm
+            .try_extract("tests", old, ActionResult::Failure, 1)
             .unwrap(),
-        CargoRules.extract("tests", old, ActionResult::Failure, 1)
+    );
+    assert_eq!(facts[0], "tests: 1 passed, 1 failed");
+    assert!(
+        facts
+            .iter()
+            .any(|f| f.contains("tests::adds panicked at src/lib.rs:12")),
+        "{facts:?}"
     );
 
     // Nothing matched: no facts, so the host makes its generic fact.
@@ -271,7 +271,7 @@ fn broken_plugins_are_reported_and_skipped() {
         m.replace("kind = \"extractor\"", "kind = \"formatter\"")
     });
     install(d, "extract-cargo", "d-future-api", |m| {
-        m.replace("api = \"0.1.0\"", "api = \"0.2.0\"")
+        m.replace("api = \"0.2.0\"", "api = \"0.3.0\"")
     });
     install(d, "extract-cargo", "e-missing-wasm", |m| {
         m.replace("extract_cargo.wasm", "nowhere.wasm")
@@ -296,7 +296,7 @@ fn broken_plugins_are_reported_and_skipped() {
         matches!(&errors[0], PluginLoadError::BadManifest { line: Some(3), path, .. } if path.ends_with("b-bad-toml/plugin.toml"))
     );
     assert!(matches!(&errors[1], PluginLoadError::UnknownKind { kind, .. } if kind == "formatter"));
-    assert!(matches!(&errors[2], PluginLoadError::ApiMismatch { api, .. } if api == "0.2.0"));
+    assert!(matches!(&errors[2], PluginLoadError::ApiMismatch { api, .. } if api == "0.3.0"));
     assert!(matches!(
         &errors[3],
         PluginLoadError::MissingComponent { .. }
@@ -308,13 +308,16 @@ fn broken_plugins_are_reported_and_skipped() {
     assert!(matches!(&errors[6], PluginLoadError::Duplicate { .. }));
 }
 
-/// `agentforge run --plugins plugins/`: the bundled example with the cargo extractor
-/// plugin loaded next to the native rules; facts are not duplicated.
+/// `agentforge run --plugins plugins/`: the bundled example with every built-in plugin
+/// (the README's demo): the task type, gates and extractors come from components, the
+/// model's first action is the `outline` tool plugin (reading with the read capability
+/// the example's agentforge.toml grants), and facts are not duplicated.
 #[test]
-fn run_with_plugins_folder_uses_the_extractor_plugin() {
+fn run_with_plugins_folder_uses_the_plugins() {
     let plugins = plugins();
     let example = root().join("examples/fix-failing-test");
     let tmp = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
     let ok = std::process::Command::new("cp")
         .arg("-R")
         .arg(example.join("project/."))
@@ -330,11 +333,12 @@ fn run_with_plugins_folder_uses_the_extractor_plugin() {
         .arg("run")
         .arg(example.join("task.yaml"))
         .arg("--replay")
-        .arg(example.join("session.jsonl"))
+        .arg(example.join("session-plugins.jsonl"))
         .arg("--plugins")
         .arg(&plugins)
         .arg("--strict")
         .env_remove("AGENTFORGE_FAULT")
+        .env("AGENTFORGE_CACHE_DIR", cache.path())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -345,8 +349,21 @@ fn run_with_plugins_folder_uses_the_extractor_plugin() {
             .join(".agentforge/tasks/fix-word-count/actions.jsonl"),
     )
     .unwrap();
-    let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
-    let facts: Vec<&str> = first["state_after"]["facts"]
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Step 1: the tool plugin, with the outline of the file in working memory.
+    assert_eq!(records[0]["action"], "outline");
+    assert_eq!(records[0]["result"], "success", "{}", records[0]);
+    let summary = records[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("outline: src/lib.rs (rust,") && summary.ends_with("definitions"),
+        "{summary}"
+    );
+    // Step 2: the failing tests, read by the cargo extractor plugin and judged by the
+    // tests-pass gate plugin.
+    let facts: Vec<&str> = records[1]["state_after"]["facts"]
         .as_array()
         .unwrap()
         .iter()
@@ -362,14 +379,11 @@ fn run_with_plugins_folder_uses_the_extractor_plugin() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), facts.len(), "duplicated facts: {facts:?}");
-    // The compiled component is cached in the workspace for the next start.
-    assert!(tmp
-        .path()
-        .join(".agentforge/cache/plugins")
-        .read_dir()
-        .unwrap()
-        .next()
-        .is_some());
+    let last = records.last().unwrap();
+    assert_eq!(last["action"], "complete");
+    assert_eq!(last["state_after"]["status"], "complete");
+    // The compiled components are cached (`AGENTFORGE_CACHE_DIR`) for the next start.
+    assert!(cache.path().read_dir().unwrap().count() >= 10);
 }
 
 /// `load_dir_with` a workspace and a `[plugins]` config.
@@ -404,22 +418,34 @@ fn gate_plugin_gives_the_native_verdicts_and_fails_closed() {
     use agentforge::gates::{CommandGate, Gate};
     let tmp = tempfile::tempdir().unwrap();
     install(tmp.path(), "gate-command", "gate-command", |m| m);
-    install(tmp.path(), "gate-command", "gate-starved", |m| {
-        m.replace("name = \"gate-command\"", "name = \"gate-starved\"")
-    });
-    // The project's per-plugin limits override the manifest's.
-    let (loaded, errors) = load_with(tmp.path(), tmp.path(), "[limits.gate-starved]\nfuel = 10\n");
-    assert!(errors.is_empty(), "{errors:?}");
+    for name in ["gate-starved", "gate-dead"] {
+        install(tmp.path(), "gate-command", name, |m| {
+            m.replace("name = \"gate-command\"", &format!("name = \"{name}\""))
+        });
+    }
+    // The project's per-plugin limits override the manifest's. `gate-dead` cannot even
+    // say which checks it judges: a load error naming it and the cause.
+    let (loaded, errors) = load_with(
+        tmp.path(),
+        tmp.path(),
+        "[limits.gate-starved]\nfuel = 300000\n[limits.gate-dead]\nfuel = 10\n",
+    );
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0].to_string();
+    assert!(e.contains("plugin `gate-dead`: out of fuel"), "{e}");
     let gate = find(&loaded, "gate-command").as_gate().unwrap();
     assert!(find(&loaded, "gate-command").as_guard().is_none());
     let check: agentforge::task::CheckSpec =
         serde_yaml_ng::from_str("name: tests\ncommand: cargo test\n").unwrap();
-    let facts = CargoRules.extract(
-        "tests",
-        "test result: FAILED. 3 passed; 1 failed; 0 ignored",
-        ActionResult::Failure,
-        1,
-    );
+    let facts = vec![agentforge::state_store::Fact {
+        id: "f1-1".into(),
+        category: agentforge::state_store::FactCategory::Verification,
+        statement: "tests: 3 passed, 1 failed".into(),
+        confidence: 1.0,
+        source: "tests".into(),
+        step: 1,
+        supersedes: None,
+    }];
     for (exit, out, facts) in [
         (Some(0), "all fine\n", &[][..]),
         (Some(1), "error: boom\n\n", &[][..]),
@@ -436,13 +462,15 @@ fn gate_plugin_gives_the_native_verdicts_and_fails_closed() {
     assert_eq!(v.summary, "tests: 3 passed, 1 failed (exit 101)");
 
     // A gate that fails counts as a failed check, with the plugin error as the reason,
-    // even on a passing command.
+    // even on a passing command: scanning 4 MB of output for its last line is more than
+    // 300 000 units of fuel.
     let starved = find(&loaded, "gate-starved");
-    assert_eq!(starved.limits.fuel, 10);
+    assert_eq!(starved.limits.fuel, 300_000);
+    let huge = "x".repeat(4 << 20);
     let v = starved
         .as_gate()
         .unwrap()
-        .evaluate(&check, &command_output(Some(0), "ok"), &[]);
+        .evaluate(&check, &command_output(Some(0), &huge), &[]);
     assert!(!v.passing);
     assert!(
         v.summary.contains("gate plugin failed") && v.summary.contains("out of fuel"),
@@ -453,7 +481,7 @@ fn gate_plugin_gives_the_native_verdicts_and_fails_closed() {
 
 #[test]
 fn guard_plugins_decide_and_fail_closed_unless_configured() {
-    use agentforge::guards::{Guard, GuardDecision, Guards};
+    use agentforge::guards::{GuardDecision, Guards};
     use agentforge::tools::Action;
     let tmp = tempfile::tempdir().unwrap();
     install(
@@ -488,10 +516,8 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
     let mut state = agentforge::state_store::TaskState::initial(&spec, "implement", 10);
     let complete = Action::Complete { summary: None };
     let verified = find(&loaded, "guard-complete-verified").as_guard().unwrap();
-    // Same decision as the native guard, on the real task state.
-    let native = agentforge::guards::CompleteRequiresVerification;
-    let d = verified.check(&complete, &state);
-    assert_eq!(d, native.check(&complete, &state));
+    // `complete` with no check run yet, on the real task state: denied, saying why.
+    let d = verified.check(&complete, &spec, &state);
     assert!(
         matches!(&d, GuardDecision::Deny(r) if r.contains("no check has run")),
         "{d:?}"
@@ -501,20 +527,23 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
         start_line: None,
         end_line: None,
     };
-    assert_eq!(verified.check(&read, &state), GuardDecision::Allow);
+    assert_eq!(verified.check(&read, &spec, &state), GuardDecision::Allow);
     state.verification.ready_for_completion = true;
-    assert_eq!(verified.check(&complete, &state), GuardDecision::Allow);
+    assert_eq!(
+        verified.check(&complete, &spec, &state),
+        GuardDecision::Allow
+    );
 
     // Wired like the built-ins: the first denial wins.
     let mut guards = Guards::default();
     guards.push(find(&loaded, "guard-tested-evidence").as_guard().unwrap());
-    assert_eq!(guards.check(&complete, &state), GuardDecision::Allow);
+    assert_eq!(guards.check(&complete, &spec, &state), GuardDecision::Allow);
 
     // block-tested-true on `set_field`.
     let tested = find(&loaded, "guard-tested-evidence").wasm_guard().unwrap();
     let set = |args: &str| {
         tested
-            .try_check("set_field", Some("tested"), args, "{}")
+            .try_check("set_field", Some("tested"), args, "{}", "{}")
             .unwrap()
     };
     assert!(matches!(
@@ -541,7 +570,7 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
 
     // A failing guard denies (fail closed) ...
     let starved = find(&loaded, "guard-starved").as_guard().unwrap();
-    let d = starved.check(&complete, &state);
+    let d = starved.check(&complete, &spec, &state);
     assert!(
         matches!(&d, GuardDecision::Deny(r) if r.contains("guard plugin failed") && r.contains("out of fuel")),
         "{d:?}"
@@ -549,7 +578,7 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
     // ... unless the project says `on_error = "allow"`: then it warns.
     let open = find(&loaded, "guard-starved-open").as_guard().unwrap();
     assert!(
-        matches!(open.check(&complete, &state), GuardDecision::Warn(r) if r.contains("out of fuel"))
+        matches!(open.check(&complete, &spec, &state), GuardDecision::Warn(r) if r.contains("out of fuel"))
     );
 }
 
@@ -602,7 +631,7 @@ fn hostile_corpus_recursion_output_capabilities_and_contracts() {
     };
     let (e, t) = err("hostile-future");
     assert!(matches!(e, PluginLoadError::ContractMismatch { .. }), "{t}");
-    assert!(t.contains("agentforge:plugin/host@0.2.0"), "{t}");
+    assert!(t.contains("agentforge:plugin/host@0.9.0"), "{t}");
     let (e, t) = err("hostile-wrong-types");
     assert!(matches!(e, PluginLoadError::ContractMismatch { .. }), "{t}");
     assert!(t.contains("extract"), "{t}");

@@ -6,9 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agentforge::extract::{CargoRules, FactExtractor};
+#[path = "native_rules.rs"]
+mod native_rules;
+
+use agentforge::extract::FactExtractor;
 use agentforge::plugins::load_dir;
 use agentforge::state_store::ActionResult;
+use native_rules::CargoRules;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -200,7 +204,13 @@ fn gate_calls(plugin: &Path, tmp: &Path) {
     for i in 0..2000 {
         let t = Instant::now();
         let v = gate
-            .try_evaluate("tests", Some(i % 2), "test result: ok. 3 passed", &[])
+            .try_evaluate(
+                "tests",
+                Some(i % 2),
+                false,
+                "test result: ok. 3 passed",
+                &[],
+            )
             .unwrap();
         times.push(t.elapsed());
         assert_eq!(v.passing, i % 2 == 0);

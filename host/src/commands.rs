@@ -20,7 +20,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 /// How long a command may run and how much of its output is kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommandLimits {
     /// Wall-clock limit; the whole process group is killed when it passes.
     pub timeout: Duration,

@@ -169,10 +169,13 @@ pub struct PromptsConfig {
 /// dirs = ["plugins"]
 /// [plugins.grants.lint-context]       # capabilities granted; the plugin gets those it
 /// read = ["src/**/*.rs"]              # also requests in its plugin.toml
+/// checks = ["tests"]                  # run-check: declared checks it may run
 /// [plugins.limits.gate-command]       # overrides the manifest's [limits]
 /// fuel = 100000000
 /// [plugins.on_error]                  # guards: what a failed call decides
 /// guard-tested-evidence = "allow"     # default "deny" (fail closed)
+/// [plugins.config.gate-tests-pass]    # the plugin's config(), over its manifest's [config]
+/// checks = ["tests", "integration"]
 /// ```
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -185,6 +188,8 @@ pub struct PluginsConfig {
     pub limits: std::collections::BTreeMap<String, crate::plugins::LimitsOverride>,
     /// Guards' failure effect per plugin name (`deny` or `allow`), over the manifest's.
     pub on_error: std::collections::BTreeMap<String, crate::plugins::OnError>,
+    /// Configuration per plugin name, over the keys of the manifest's `[config]`.
+    pub config: std::collections::BTreeMap<String, toml::Table>,
 }
 
 /// Errors loading the configuration; each names the file or variable.

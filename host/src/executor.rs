@@ -17,20 +17,37 @@ use crate::config::Config;
 use crate::context::{self, ActionEntry, BuiltPrompt, ContextInput, RecentAction, TaskFrame};
 use crate::extract::{merge_facts, Extractors};
 use crate::focus::{self, FailOutcome};
-use crate::gates::{CommandGate, Gate};
+use crate::gates::Gates;
 use crate::guards::{GuardDecision, Guards};
 use crate::loops::{LoopDetector, LoopType, StepView};
 use crate::phases::{PhaseMachineState, Signals};
 use crate::prompts::{PromptVars, Prompts};
 use crate::providers::{ModelReply, ModelRequest, ModelResponse, Provider, ProviderError};
-use crate::schemas::{builtin_action, numbered_file, ContextSchema, SchemaRegistry};
+use crate::schemas::{numbered_file, ContextSchema, SchemaRegistry};
 use crate::state_store::{
     ActionRecord, ActionResult, BlockedAction, CheckStatus, LoopWarning, Recovery, StoreError,
     TaskDir, TaskState, TaskStatus, TaskStore,
 };
 use crate::task::{CheckKind, CheckSpec, TaskSpec};
-use crate::tools::{self, builtin_tool_specs, parse_action, Action, Workspace};
+use crate::tools::{self, builtin_tool_specs, parse_action, Action, ExtraTool, Workspace};
 use crate::working_memory::{ItemKind, MemoryItem, WorkingMemory};
+
+/// The first line of `text`, cut for a one-line summary.
+fn first_line(text: &str) -> String {
+    cut(
+        text.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim(),
+        160,
+    )
+}
+
+/// The first sentence of a tool description, for the `actions` list's `when`.
+fn first_sentence(text: &str) -> String {
+    let s = text.split(['.', '\n']).next().unwrap_or("").trim();
+    cut(s, 120)
+}
 
 /// Name of the planning tool (decomposition into tasks and subtasks).
 const PLAN_TOOL: &str = "plan";
@@ -84,8 +101,12 @@ pub struct Runtime {
     pub schemas: SchemaRegistry,
     /// Fact extractors.
     pub extractors: Extractors,
-    /// Quality gate judging each check.
-    pub gate: Box<dyn Gate>,
+    /// Quality gates, chosen per check.
+    pub gates: Gates,
+    /// Actions added by tool plugins.
+    pub tools: Vec<Box<dyn ExtraTool>>,
+    /// The checks of the task being run, for plugins' `run-check`.
+    pub declared_checks: crate::plugins::DeclaredChecks,
     /// Guards consulted before each action.
     pub guards: Guards,
     /// Print a progress line per step on stderr.
@@ -93,7 +114,9 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// A runtime with the built-in schemas, extractors, gate and guards.
+    /// A runtime without plugins: no task types yet, the generic fact for every output,
+    /// the command gate as the fallback, and the host's own guard (blocked actions).
+    /// [`Runtime::load_plugins`] adds the built-in plugins and the project's.
     pub fn new(workspace: Workspace, config: Config, provider: Provider) -> Runtime {
         let store = TaskStore::new(workspace.root());
         let prompt_dir = config
@@ -106,14 +129,107 @@ impl Runtime {
             store,
             prompts: Prompts::new(Some(&prompt_dir)),
             schemas: SchemaRegistry::default(),
-            extractors: Extractors::builtin(),
-            gate: Box::new(CommandGate),
+            extractors: Extractors::default(),
+            gates: Gates::default(),
+            tools: Vec::new(),
+            declared_checks: Default::default(),
             guards: Guards::default(),
             workspace,
             config,
             provider,
             progress: false,
         }
+    }
+
+    /// Loads the built-in plugins (embedded in the host: task types, extractors, gates,
+    /// guards) and the plugins of `dirs` (relative to the workspace), and wires them into
+    /// the run. A plugin of a folder replaces the built-in one of the same name; a schema
+    /// plugin replaces a task type of the same name. Returns the load errors of broken
+    /// plugins, which are skipped; two folder plugins claiming one task type, tool or
+    /// check is an error naming both, and so is a broken built-in.
+    pub fn load_plugins(&mut self, dirs: &[std::path::PathBuf]) -> Result<Vec<String>, String> {
+        use crate::plugins::{load_builtin, load_dir_with, LoadOptions};
+        let cache = crate::plugins::default_cache_dir();
+        let mut opts = LoadOptions::new(&self.workspace, &self.config.plugins);
+        opts.checks = self.declared_checks.clone();
+        let mut warnings = Vec::new();
+        let mut from_folders = Vec::new();
+        for dir in dirs {
+            let dir = if dir.is_absolute() {
+                dir.clone()
+            } else {
+                self.workspace.root().join(dir)
+            };
+            if !dir.is_dir() {
+                return Err(format!("plugin folder {} does not exist", dir.display()));
+            }
+            let (loaded, errors) = load_dir_with(&dir, &cache, &opts);
+            warnings.extend(errors.iter().map(|e| e.to_string()));
+            from_folders.extend(loaded);
+        }
+        let (builtin, errors) = load_builtin(&cache, &opts);
+        if let Some(e) = errors.first() {
+            return Err(format!("built-in plugin: {e}"));
+        }
+        let mut all: Vec<_> = builtin
+            .into_iter()
+            .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))
+            .collect();
+        all.extend(from_folders);
+        self.install(all)?;
+        Ok(warnings)
+    }
+
+    /// Wires loaded plugins into the run (see [`Runtime::load_plugins`]).
+    fn install(&mut self, plugins: Vec<crate::plugins::LoadedPlugin>) -> Result<(), String> {
+        let mut schemas: Vec<crate::plugins::WasmSchema> = Vec::new();
+        // A folder's task type replaces the built-in one of that name: built-ins come
+        // first, so a later plugin of the same task type wins over a built-in only.
+        for p in plugins {
+            let builtin = p.dir.to_string_lossy().starts_with("builtin:");
+            if let Some(x) = p.as_extractor() {
+                self.extractors.push(x);
+            } else if let Some(g) = p.as_gate() {
+                self.gates.push(g)?;
+            } else if let Some(g) = p.as_guard() {
+                // After the host's own guard (blocked actions); the first denial wins.
+                self.guards.push(g);
+            } else if let Some(s) = p.as_schema() {
+                match schemas.iter().position(|o| o.name() == s.name()) {
+                    Some(i) if schemas[i].is_builtin() && !builtin => schemas[i] = s,
+                    Some(i) => {
+                        return Err(format!(
+                            "plugins `{}` and `{}` both define task type `{}`; keep one",
+                            schemas[i].plugin(),
+                            p.name(),
+                            s.name()
+                        ))
+                    }
+                    None => schemas.push(s),
+                }
+            } else if let Some(t) = p.as_tool() {
+                if let Some(other) = self.tools.iter().find(|o| o.name() == t.name()) {
+                    return Err(format!(
+                        "tool `{}` is defined twice ({} and plugin {}); keep one",
+                        t.name(),
+                        other.source(),
+                        p.name()
+                    ));
+                }
+                self.tools.push(Box::new(t));
+            }
+        }
+        // Task types last: their phase graphs may offer the tools plugins add.
+        let tool_names: Vec<String> = self.tools.iter().map(|t| t.name().to_string()).collect();
+        let mut actions: Vec<&str> = crate::schemas::BUILTIN_ACTIONS.to_vec();
+        actions.extend(tool_names.iter().map(String::as_str));
+        for s in schemas {
+            let plugin = s.plugin().to_string();
+            self.schemas
+                .register_with(Box::new(s), &actions)
+                .map_err(|e| format!("plugin `{plugin}`: {e}"))?;
+        }
+        Ok(())
     }
 
     /// Creates a task's folder from its spec, validating the task type and checks first.
@@ -177,7 +293,7 @@ pub struct PreparedStep {
     state: TaskState,
     spec: TaskSpec,
     memory: WorkingMemory,
-    offered: Vec<&'static str>,
+    offered: Vec<String>,
     log_tail: Vec<ActionRecord>,
 }
 
@@ -517,40 +633,45 @@ impl<'r> Executor<'r> {
             state.verification.ready_for_completion,
             !state.files_modified.is_empty(),
         );
-        // Graphs are validated against the built-in actions: every name maps.
-        let offered: Vec<&'static str> = view
-            .available
-            .iter()
-            .filter_map(|a| builtin_action(&a.name))
-            .collect();
-        let mut offered = offered;
+        // Graphs are validated against the built-in actions and the plugins' tools.
+        let mut offered: Vec<String> = view.available.iter().map(|a| a.name.clone()).collect();
         let mut all_tools = builtin_tool_specs();
         all_tools.push(focus::plan_tool_spec());
         all_tools.push(focus::finish_subtask_tool_spec());
         // Planning tools: decompose while analyzing or planning; tick subtasks off while
         // working once there is a real plan (more than the implicit single subtask).
         if matches!(state.phase.as_str(), "analyze" | "plan") {
-            offered.push(PLAN_TOOL);
+            offered.push(PLAN_TOOL.to_string());
         }
         let planned = is_planned(&state);
         if planned && matches!(state.phase.as_str(), "implement" | "verify") {
-            offered.push(FINISH_SUBTASK_TOOL);
+            offered.push(FINISH_SUBTASK_TOOL.to_string());
+        }
+        // Tool plugins: offered where the graph lists them or where they say they apply.
+        for t in &self.rt.tools {
+            all_tools.push(t.spec());
+            if t.offered_in(&state.phase) && !offered.iter().any(|o| o == t.name()) {
+                offered.push(t.name().to_string());
+            }
         }
         let tools: Vec<_> = offered
             .iter()
-            .filter_map(|n| all_tools.iter().find(|t| t.name == *n).cloned())
+            .filter_map(|n| all_tools.iter().find(|t| &t.name == n).cloned())
             .collect();
         let mut memory = self.dir.load_working_memory()?;
         memory.max_items = self.rt.config.limits.working_memory_items;
         memory.expire(step);
-        let system = self.rt.prompts.render(&PromptVars {
-            task_type: &spec.task_type,
-            phase: &state.phase,
-            goal: &spec.goal,
-            step,
-            max_steps: state.max_steps,
-            actions: offered.iter().map(|s| s.to_string()).collect(),
-        })?;
+        let system = self.rt.prompts.render_with(
+            &PromptVars {
+                task_type: &spec.task_type,
+                phase: &state.phase,
+                goal: &spec.goal,
+                step,
+                max_steps: state.max_steps,
+                actions: offered.clone(),
+            },
+            schema.prompt_templates(),
+        )?;
         // One read of the log's tail serves the context, the loop detector and the budget.
         let tail_len = 3
             .max(self.rt.config.loops.thresholds.window)
@@ -604,13 +725,20 @@ impl<'r> Executor<'r> {
                 .chain(
                     offered
                         .iter()
-                        .filter(|n| builtin_action(n).is_none())
+                        .filter(|n| !view.available.iter().any(|a| &a.name == *n))
                         .map(|n| ActionEntry {
-                            name: n.to_string(),
-                            when: if *n == PLAN_TOOL {
+                            name: n.clone(),
+                            when: if n == PLAN_TOOL {
                                 "the goal has several parts: decompose it".to_string()
-                            } else {
+                            } else if n == FINISH_SUBTASK_TOOL {
                                 "the active subtask is done".to_string()
+                            } else {
+                                self.rt
+                                    .tools
+                                    .iter()
+                                    .find(|t| t.name() == n)
+                                    .map(|t| first_sentence(&t.spec().description))
+                                    .unwrap_or_default()
                             },
                         }),
                 )
@@ -620,7 +748,11 @@ impl<'r> Executor<'r> {
             tools,
             tool_mode: self.rt.config.provider.tool_mode,
         };
-        let prompt = context::build(&input, &self.rt.config.budget)?;
+        let mut budgets = self.rt.config.budget.clone();
+        budgets.apply(schema.budgets()).map_err(|e| {
+            ExecError::Config(format!("task type `{}`: budgets: {e}", spec.task_type))
+        })?;
+        let prompt = context::build(&input, &budgets)?;
         let request = ModelRequest {
             step,
             model: self.rt.config.provider.model.clone(),
@@ -705,15 +837,23 @@ impl<'r> Executor<'r> {
         let started = Instant::now();
         let schema = self.schema(&spec.task_type)?;
         let phase_before = state.phase.clone();
+        // What plugins' `run-check` may run during this step: this task's checks.
+        if let Ok(checks) = self.rt.checks_for(&spec) {
+            self.rt
+                .declared_checks
+                .set(&checks, self.rt.config.command_limits());
+        }
         let max_invalid = self.rt.config.limits.max_invalid_replies;
 
         // Classify the reply; a bad answer is an expected event fed back to the next step.
         let (action_name, parameters, parsed) = match &response.reply {
             ModelReply::ToolCall { name, arguments } => {
+                let extra = self.rt.tools.iter().find(|t| t.name() == name);
                 let known = builtin_tool_specs().iter().any(|t| &t.name == name)
                     || name == PLAN_TOOL
-                    || name == FINISH_SUBTASK_TOOL;
-                let parsed = if !offered.contains(&name.as_str()) && known {
+                    || name == FINISH_SUBTASK_TOOL
+                    || extra.is_some();
+                let parsed = if !offered.contains(name) && known {
                     Err(format!(
                         "`{name}` is not available in phase {}; call one of: {}",
                         state.phase,
@@ -723,6 +863,25 @@ impl<'r> Executor<'r> {
                     focus::parse_plan(arguments).map(Call::Plan)
                 } else if name == FINISH_SUBTASK_TOOL {
                     focus::parse_finish_subtask(arguments).map(Call::FinishSubtask)
+                } else if let Some(t) = extra {
+                    let args = if arguments.is_null() {
+                        Value::Object(Default::default())
+                    } else {
+                        arguments.clone()
+                    };
+                    t.check_arguments(&args)
+                        .map(|()| {
+                            Call::Builtin(Action::Extra {
+                                name: name.clone(),
+                                arguments: args,
+                            })
+                        })
+                        .map_err(|e| {
+                            format!(
+                                "invalid arguments for `{name}`: {e}. Expected: {}",
+                                t.spec().input_schema
+                            )
+                        })
                 } else {
                     parse_action(name, arguments)
                         .map(Call::Builtin)
@@ -790,7 +949,7 @@ impl<'r> Executor<'r> {
                 state.consecutive_invalid = 0;
                 target = action.target();
                 exact_signature = Some(crate::guards::exact_signature(&action));
-                match self.rt.guards.check(&action, &state) {
+                match self.rt.guards.check(&action, &spec, &state) {
                     GuardDecision::Deny(reason) => {
                         feedback = Some(reason.clone());
                         let mut e = Executed::new(
@@ -807,6 +966,27 @@ impl<'r> Executor<'r> {
                         let e = self
                             .execute(&action, step, &spec, &mut state, &mut memory)
                             .await?;
+                        // Understanding of the edit itself (what changed where, why it
+                        // failed), next to the facts of the checks it triggered.
+                        if action.mutates_files() {
+                            let text = match &e.error {
+                                Some(err) => format!("{}\n{err}", e.summary),
+                                None => e.summary.clone(),
+                            };
+                            let facts = self.rt.extractors.extract_action(
+                                action.name(),
+                                &text,
+                                e.result,
+                                step,
+                            );
+                            // The latest edit result replaces what the earlier ones said
+                            // (a fixed edit must not leave its failure as an open issue).
+                            if !facts.is_empty() {
+                                let edits = ["edit_file", "replace_lines", "write_file"];
+                                state.facts.retain(|f| !edits.contains(&f.source.as_str()));
+                            }
+                            merge_facts(&mut state.facts, facts);
+                        }
                         // A plain failure is visible in `recent`; only a revert needs a louder note.
                         if e.result == ActionResult::Failure
                             && feedback.is_none()
@@ -1006,6 +1186,37 @@ impl<'r> Executor<'r> {
             Action::LoadContext { item } => {
                 Ok(self.load_context(item, step, spec, state, memory, now()))
             }
+            Action::Extra { name, arguments } => {
+                let Some(tool) = self.rt.tools.iter().find(|t| t.name() == name) else {
+                    return Ok(Executed::failure(
+                        "unknown tool",
+                        format!("no tool `{name}` is loaded"),
+                    ));
+                };
+                Ok(match tool.invoke(arguments) {
+                    Ok(out) => {
+                        let mut e = Executed::new(
+                            out.result,
+                            format!("{name}: {}", first_line(&out.output)),
+                        );
+                        // Like a read: the output stays in working memory for a few steps.
+                        if !out.output.trim().is_empty() {
+                            memory.push(MemoryItem {
+                                kind: ItemKind::ActionResult,
+                                key: format!("tool:{name}:{}", action.target().unwrap_or_default()),
+                                step,
+                                content: out.output,
+                                added_at: now(),
+                                expires_after_steps: Some(READ_TTL),
+                                pinned: false,
+                            });
+                        }
+                        e.gathered_context = e.result == ActionResult::Success;
+                        e
+                    }
+                    Err(message) => Executed::failure(format!("{name} failed"), message),
+                })
+            }
             _ => {
                 let snap = self.snapshot_dir(step);
                 let out = tools::execute_file_action(&self.rt.workspace, action, &snap);
@@ -1149,7 +1360,7 @@ impl<'r> Executor<'r> {
                     ),
                 }
             }
-            let verdict = self.rt.gate.evaluate(check, &output, &facts);
+            let verdict = self.rt.gates.evaluate(check, &output, &facts);
             merge_facts(&mut state.facts, facts);
             combined.push_str(&format!(
                 "=== {} `{}` (exit {:?}, {} ms{}) ===\n{}\n",

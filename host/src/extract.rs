@@ -1,12 +1,9 @@
 //! Understanding: facts extracted from tool output (seed 000 §4.2).
 //!
-//! Raw tool output is never shown to the model; the facts drawn from it are. Each
-//! extractor sits behind [`FactExtractor`] so the plugin system can replace the native
-//! rule sets here with WASM components without touching the executor.
-
-use std::sync::LazyLock;
-
-use regex::Regex;
+//! Raw tool output is never shown to the model; the facts drawn from it are. The rule sets
+//! are extractor plugins (`plugins/extract-*`, built in) behind [`FactExtractor`]; this
+//! module runs them, makes the generic fact when none matched, and keeps the facts
+//! (supersession, compaction, the optional model fallback).
 
 use crate::state_store::{ActionResult, Fact, FactCategory};
 
@@ -35,19 +32,15 @@ pub struct Extractors {
 }
 
 impl Default for Extractors {
+    /// No rule sets: every output gets the generic fact until extractors are added (the
+    /// built-in plugins, `plugins/extract-*`, are added by
+    /// [`crate::executor::Runtime::load_plugins`]).
     fn default() -> Self {
-        Extractors::builtin()
+        Extractors { list: Vec::new() }
     }
 }
 
 impl Extractors {
-    /// The native rule sets (cargo test, rustc/clippy diagnostics, pytest).
-    pub fn builtin() -> Extractors {
-        Extractors {
-            list: vec![Box::new(CargoRules), Box::new(PytestRules)],
-        }
-    }
-
     /// Adds an extractor (used by the plugin loader).
     pub fn push(&mut self, e: Box<dyn FactExtractor>) {
         self.list.push(e);
@@ -56,20 +49,7 @@ impl Extractors {
     /// All facts any extractor draws from `output`; a generic result fact if none matched.
     /// `tool` is the check or action name and becomes the source of verification facts.
     pub fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {
-        let mut facts: Vec<Fact> = Vec::new();
-        for f in self
-            .list
-            .iter()
-            .flat_map(|e| e.extract(tool, output, result, step))
-        {
-            // A plugin and a native rule set may both know a tool: say each thing once.
-            if !facts
-                .iter()
-                .any(|o| o.category == f.category && o.statement == f.statement)
-            {
-                facts.push(f);
-            }
-        }
+        let mut facts = self.matching(tool, output, result, step);
         if facts.is_empty() {
             let last = output
                 .lines()
@@ -89,6 +69,42 @@ impl Extractors {
         }
         for (i, f) in facts.iter_mut().enumerate() {
             f.id = format!("f{step}-{}", i + 1);
+        }
+        facts
+    }
+
+    /// The facts extractors draw from an action's result (an edit's summary and error),
+    /// without the generic fact: an action's own summary is already in `recent`. Ids are
+    /// `f<step>-a<n>`, apart from those of the checks the same step ran.
+    pub fn extract_action(
+        &self,
+        action: &str,
+        text: &str,
+        result: ActionResult,
+        step: u64,
+    ) -> Vec<Fact> {
+        let mut facts = self.matching(action, text, result, step);
+        for (i, f) in facts.iter_mut().enumerate() {
+            f.id = format!("f{step}-a{}", i + 1);
+        }
+        facts
+    }
+
+    /// Every extractor's facts, each said once.
+    fn matching(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {
+        let mut facts: Vec<Fact> = Vec::new();
+        for f in self
+            .list
+            .iter()
+            .flat_map(|e| e.extract(tool, output, result, step))
+        {
+            // Two extractors may both know a tool: say each thing once.
+            if !facts
+                .iter()
+                .any(|o| o.category == f.category && o.statement == f.statement)
+            {
+                facts.push(f);
+            }
         }
         facts
     }
@@ -118,138 +134,6 @@ fn fact(
         source: source.to_string(),
         step,
         supersedes: None,
-    }
-}
-
-static CARGO_RESULT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored").unwrap()
-});
-static CARGO_FAILED_TEST: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?m)^test (\S+) \.\.\. FAILED").unwrap());
-static CARGO_PANIC: LazyLock<Regex> = LazyLock::new(|| {
-    // Newer rustc prints the thread id: `thread 'name' (12345) panicked at ...`.
-    Regex::new(r"thread '([^']+)'(?: \(\d+\))? panicked at ([^:\s]+):(\d+):\d+:\n(.*)").unwrap()
-});
-static RUSTC_DIAG: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^(error|warning)(\[[A-Z]\d+\])?: (.+)\n\s*--> ([^:\s]+):(\d+):\d+").unwrap()
-});
-
-/// cargo test summaries and failures, rustc and clippy diagnostics.
-pub struct CargoRules;
-
-impl FactExtractor for CargoRules {
-    fn name(&self) -> &str {
-        "cargo"
-    }
-
-    fn extract(&self, tool: &str, output: &str, _result: ActionResult, step: u64) -> Vec<Fact> {
-        let mut facts = Vec::new();
-        let (mut passed, mut failed, mut seen) = (0u64, 0u64, false);
-        for c in CARGO_RESULT.captures_iter(output) {
-            seen = true;
-            passed += c[2].parse::<u64>().unwrap_or(0);
-            failed += c[3].parse::<u64>().unwrap_or(0);
-        }
-        if seen {
-            facts.push(fact(
-                step,
-                FactCategory::Verification,
-                format!("{tool}: {passed} passed, {failed} failed"),
-                1.0,
-                tool,
-            ));
-        }
-        for c in CARGO_PANIC.captures_iter(output).take(5) {
-            facts.push(fact(
-                step,
-                FactCategory::Error,
-                format!(
-                    "test {} panicked at {}:{}: {}",
-                    &c[1],
-                    &c[2],
-                    &c[3],
-                    cut(&c[4], 160)
-                ),
-                1.0,
-                tool,
-            ));
-        }
-        if !CARGO_PANIC.is_match(output) {
-            for c in CARGO_FAILED_TEST.captures_iter(output).take(5) {
-                facts.push(fact(
-                    step,
-                    FactCategory::Error,
-                    format!("test {} fails", &c[1]),
-                    1.0,
-                    tool,
-                ));
-            }
-        }
-        let mut diags = 0;
-        for c in RUSTC_DIAG.captures_iter(output) {
-            if &c[3] == "aborting due to 1 previous error" || c[3].starts_with("could not compile")
-            {
-                continue;
-            }
-            diags += 1;
-            if diags > 5 {
-                continue;
-            }
-            let code = c.get(2).map(|m| m.as_str()).unwrap_or("");
-            facts.push(fact(
-                step,
-                FactCategory::Error,
-                format!(
-                    "{}{} at {}:{}: {}",
-                    &c[1],
-                    code,
-                    &c[4],
-                    &c[5],
-                    cut(&c[3], 160)
-                ),
-                1.0,
-                tool,
-            ));
-        }
-        facts
-    }
-}
-
-static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^=+ (.*\b(?:passed|failed|error|errors)\b.*) in [\d.]+s.*=+$").unwrap()
-});
-static PYTEST_FAILED: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?m)^(?:FAILED|ERROR) (\S+)").unwrap());
-
-/// pytest summaries and failing test ids.
-pub struct PytestRules;
-
-impl FactExtractor for PytestRules {
-    fn name(&self) -> &str {
-        "pytest"
-    }
-
-    fn extract(&self, tool: &str, output: &str, _result: ActionResult, step: u64) -> Vec<Fact> {
-        let mut facts = Vec::new();
-        if let Some(c) = PYTEST_SUMMARY.captures_iter(output).last() {
-            facts.push(fact(
-                step,
-                FactCategory::Verification,
-                format!("{tool}: {}", &c[1]),
-                1.0,
-                tool,
-            ));
-        }
-        for c in PYTEST_FAILED.captures_iter(output).take(5) {
-            facts.push(fact(
-                step,
-                FactCategory::Error,
-                format!("test {} fails", &c[1]),
-                1.0,
-                tool,
-            ));
-        }
-        facts
     }
 }
 
@@ -305,75 +189,57 @@ pub fn merge_facts(store: &mut Vec<Fact>, new: Vec<Fact>) {
 mod tests {
     use super::*;
 
-    const CARGO_FAIL: &str = "running 2 tests\ntest tests::adds ... FAILED\ntest tests::subs ... ok\n\nfailures:\n\n---- tests::adds stdout ----\n\nthread 'tests::adds' panicked at src/lib.rs:12:9:\nassertion `left == right` failed\n  left: 3\n right: 4\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
-
-    #[test]
-    fn cargo_failure_gives_counts_and_location() {
-        let facts = Extractors::builtin().extract("tests", CARGO_FAIL, ActionResult::Failure, 3);
-        let statements: Vec<_> = facts.iter().map(|f| f.statement.as_str()).collect();
-        assert!(
-            statements.contains(&"tests: 1 passed, 1 failed"),
-            "{statements:?}"
-        );
-        assert!(
-            statements
-                .iter()
-                .any(|s| s.contains("tests::adds panicked at src/lib.rs:12")),
-            "{statements:?}"
-        );
-        assert_eq!(facts[0].id, "f3-1");
-    }
-
-    #[test]
-    fn panic_with_thread_id_gives_location() {
-        let out = "thread 'tests::adds' (41234) panicked at src/lib.rs:8:9:\nassertion failed\n";
-        let facts = Extractors::builtin().extract("tests", out, ActionResult::Failure, 2);
-        assert!(
-            facts
-                .iter()
-                .any(|f| f.statement.contains("tests::adds panicked at src/lib.rs:8")),
-            "{facts:?}"
-        );
-    }
-
-    #[test]
-    fn rustc_error_location() {
-        let out = "error[E0308]: mismatched types\n --> src/lib.rs:4:5\n  |\nerror: aborting due to 1 previous error\n";
-        let facts = Extractors::builtin().extract("check", out, ActionResult::Failure, 1);
-        assert_eq!(facts.len(), 1, "{facts:?}");
-        assert_eq!(
-            facts[0].statement,
-            "error[E0308] at src/lib.rs:4: mismatched types"
-        );
-    }
-
-    #[test]
-    fn pytest_summary() {
-        let out = "FAILED tests/test_a.py::test_x - assert 1 == 2\n========= 1 failed, 3 passed in 0.12s =========\n";
-        let facts = Extractors::builtin().extract("tests", out, ActionResult::Failure, 1);
-        assert_eq!(facts[0].statement, "tests: 1 failed, 3 passed");
-        assert_eq!(facts[1].statement, "test tests/test_a.py::test_x fails");
-    }
-
     #[test]
     fn generic_fact_when_no_rule_matches() {
-        let facts = Extractors::builtin().extract("lint", "all good\n", ActionResult::Success, 2);
+        let facts = Extractors::default().extract("lint", "all good\n", ActionResult::Success, 2);
         assert_eq!(facts.len(), 1);
         assert!(facts[0].statement.contains("all good"));
     }
 
     #[test]
     fn newer_verification_fact_supersedes_older() {
-        let x = Extractors::builtin();
+        let with_id = |mut f: Fact, id: &str| {
+            f.id = id.to_string();
+            f
+        };
         let mut store = Vec::new();
         merge_facts(
             &mut store,
-            x.extract("tests", CARGO_FAIL, ActionResult::Failure, 1),
+            vec![
+                with_id(
+                    fact(
+                        1,
+                        FactCategory::Verification,
+                        "tests: 1 passed, 1 failed".into(),
+                        1.0,
+                        "tests",
+                    ),
+                    "f1-1",
+                ),
+                with_id(
+                    fact(
+                        1,
+                        FactCategory::Error,
+                        "tests::adds panicked at src/lib.rs:12".into(),
+                        1.0,
+                        "tests",
+                    ),
+                    "f1-2",
+                ),
+            ],
         );
-        let pass = "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured";
         merge_facts(
             &mut store,
-            x.extract("tests", pass, ActionResult::Success, 2),
+            vec![with_id(
+                fact(
+                    2,
+                    FactCategory::Verification,
+                    "tests: 2 passed, 0 failed".into(),
+                    1.0,
+                    "tests",
+                ),
+                "f2-1",
+            )],
         );
         assert_eq!(store.len(), 1, "{store:?}");
         assert_eq!(store[0].statement, "tests: 2 passed, 0 failed");

@@ -1,9 +1,12 @@
 //! Guards: policies consulted before an action runs (seed 003, "Hooks that BLOCK").
 //!
 //! A guard can allow, warn or deny; a denial is recorded as a skipped step and shown to
-//! the model in the next context. The plugin system adds WASM guards behind [`Guard`].
+//! the model in the next context. The host's own guard refuses actions the loop detector
+//! blocked; the policies (complete needs passing verification, `tested` needs evidence,
+//! read-only roles) are the built-in guard plugins (`plugins/guard-*`) behind [`Guard`].
 
 use crate::state_store::TaskState;
+use crate::task::TaskSpec;
 use crate::tools::Action;
 
 /// A guard's decision.
@@ -21,40 +24,9 @@ pub enum GuardDecision {
 pub trait Guard: Send + Sync {
     /// Name, for logs.
     fn name(&self) -> &str;
-    /// Decides on `action` given the current state.
-    fn check(&self, action: &Action, state: &TaskState) -> GuardDecision;
-}
-
-/// `complete` is refused unless verification is ready for completion.
-pub struct CompleteRequiresVerification;
-
-impl Guard for CompleteRequiresVerification {
-    fn name(&self) -> &str {
-        "complete-requires-verification"
-    }
-
-    fn check(&self, action: &Action, state: &TaskState) -> GuardDecision {
-        if !matches!(action, Action::Complete { .. }) || state.verification.ready_for_completion {
-            return GuardDecision::Allow;
-        }
-        let failing: Vec<String> = state
-            .verification
-            .checks
-            .iter()
-            .filter(|(_, c)| !c.passing)
-            .map(|(n, c)| format!("{n}: {}", c.summary))
-            .collect();
-        let why = if state.verification.checks.is_empty() {
-            "no check has run yet; run run_check/run_tests first".to_string()
-        } else if failing.is_empty() {
-            "the checks have not all run since the last change; run them again".to_string()
-        } else {
-            format!("failing checks: {}", failing.join("; "))
-        };
-        GuardDecision::Deny(format!(
-            "complete refused: verification is not passing ({why})"
-        ))
-    }
+    /// Decides on `action` of `task` (who acts: its type, its `role`) given the current
+    /// state.
+    fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision;
 }
 
 /// Refuses actions the host has blocked (e.g. by the loop detector); blocks persist in
@@ -66,7 +38,7 @@ impl Guard for BlockedActions {
         "blocked-actions"
     }
 
-    fn check(&self, action: &Action, state: &TaskState) -> GuardDecision {
+    fn check(&self, action: &Action, _task: &TaskSpec, state: &TaskState) -> GuardDecision {
         let coarse = signature(action);
         let exact = exact_signature(action);
         match state
@@ -105,10 +77,7 @@ pub struct Guards {
 impl Default for Guards {
     fn default() -> Self {
         Guards {
-            list: vec![
-                Box::new(BlockedActions),
-                Box::new(CompleteRequiresVerification),
-            ],
+            list: vec![Box::new(BlockedActions)],
         }
     }
 }
@@ -120,10 +89,10 @@ impl Guards {
     }
 
     /// The first denial, else all warnings joined, else allow.
-    pub fn check(&self, action: &Action, state: &TaskState) -> GuardDecision {
+    pub fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision {
         let mut warnings = Vec::new();
         for g in &self.list {
-            match g.check(action, state) {
+            match g.check(action, task, state) {
                 GuardDecision::Allow => {}
                 GuardDecision::Warn(w) => warnings.push(format!("{}: {w}", g.name())),
                 deny @ GuardDecision::Deny(_) => return deny,
@@ -141,10 +110,13 @@ impl Guards {
 mod tests {
     use super::*;
     use crate::state_store::BlockedAction;
-    use crate::task::TaskSpec;
+
+    fn spec() -> TaskSpec {
+        TaskSpec::parse("id: t\ntask_type: fix_violation\ngoal: g\n", "t").unwrap()
+    }
 
     fn state_with(blocked: &str) -> TaskState {
-        let spec = TaskSpec::parse("id: t\ntask_type: fix_violation\ngoal: g\n", "t").unwrap();
+        let spec = spec();
         let mut st = TaskState::initial(&spec, "implement", 10);
         st.blocked_actions.push(BlockedAction {
             signature: blocked.to_string(),
@@ -167,33 +139,24 @@ mod tests {
         let st = state_with(&exact_signature(&edit("old")));
         let g = Guards::default();
         assert!(
-            matches!(g.check(&edit("old"), &st), GuardDecision::Deny(r) if r.contains("since step 4"))
+            matches!(g.check(&edit("old"), &spec(), &st), GuardDecision::Deny(r) if r.contains("since step 4"))
         );
-        assert_eq!(g.check(&edit("other"), &st), GuardDecision::Allow);
+        assert_eq!(g.check(&edit("other"), &spec(), &st), GuardDecision::Allow);
     }
 
     #[test]
     fn coarse_block_refuses_every_call_on_the_target() {
         let st = state_with("edit_file:a.txt");
         let g = Guards::default();
-        assert!(matches!(g.check(&edit("x"), &st), GuardDecision::Deny(_)));
+        assert!(matches!(
+            g.check(&edit("x"), &spec(), &st),
+            GuardDecision::Deny(_)
+        ));
         let read = Action::ReadFile {
             path: "a.txt".into(),
             start_line: None,
             end_line: None,
         };
-        assert_eq!(g.check(&read, &st), GuardDecision::Allow);
-    }
-
-    #[test]
-    fn complete_is_refused_until_ready() {
-        let mut st = state_with("none:");
-        let g = Guards::default();
-        let complete = Action::Complete { summary: None };
-        assert!(
-            matches!(g.check(&complete, &st), GuardDecision::Deny(r) if r.contains("no check has run"))
-        );
-        st.verification.ready_for_completion = true;
-        assert_eq!(g.check(&complete, &st), GuardDecision::Allow);
+        assert_eq!(g.check(&read, &spec(), &st), GuardDecision::Allow);
     }
 }

@@ -109,7 +109,7 @@ enum Command {
 enum PluginsCommand {
     /// Scaffold a buildable plugin crate in <DIR>/<NAME>.
     New {
-        /// Plugin kind (the SDK builds: extractor).
+        /// Plugin kind: extractor, gate, guard, context-schema or tool.
         kind: String,
         /// Crate and plugin name (lowercase letters, digits, `-`, `_`).
         name: String,
@@ -142,7 +142,7 @@ struct ExtractArgs {
     /// Plugin folder, or a single plugin's folder (repeatable; added to `[plugins] dirs`).
     #[arg(long = "plugins")]
     plugins: Vec<PathBuf>,
-    /// Only the plugins: leave out the native rule sets (cargo, pytest).
+    /// Only the plugins of the folders: leave out the built-in extractor plugins.
     #[arg(long)]
     no_builtin: bool,
     /// The action's result passed to the extractors.
@@ -466,62 +466,27 @@ fn offline_runtime(g: &Global) -> Result<Runtime, Failure> {
     std::fs::write(&empty, "").map_err(failed)?;
     config.provider.replay = Some(empty);
     let provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
-    Ok(Runtime::new(ws, config, provider))
+    let mut rt = Runtime::new(ws, config, provider);
+    // The task types live in plugins: `task new` and `context` need them too.
+    load_plugins(&mut rt, false)?;
+    Ok(rt)
 }
 
-/// Loads the WASM plugins of every plugin folder (flags and `[plugins] dirs`, relative to
-/// the workspace). A broken plugin is reported and skipped, or fatal with `--strict`.
-/// Today extractor plugins take part in runs; the other kinds are loaded and checked.
+/// Loads the built-in plugins and those of every plugin folder (flags and `[plugins]
+/// dirs`, relative to the workspace) into the runtime. A broken plugin is reported and
+/// skipped, or fatal with `--strict`; two plugins claiming one task type, tool or check
+/// is always an error naming both.
 fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
-    let cache = rt.workspace.root().join(".agentforge/cache/plugins");
-    let mut gate_from: Option<String> = None;
-    for dir in rt.config.plugins.dirs.clone() {
-        let dir = if dir.is_absolute() {
-            dir
-        } else {
-            rt.workspace.root().join(dir)
-        };
-        if !dir.is_dir() {
-            return Err(usage(anyhow!(
-                "plugin folder {} does not exist",
-                dir.display()
-            )));
-        }
-        let opts = agentforge::plugins::LoadOptions::new(&rt.workspace, &rt.config.plugins);
-        let (loaded, errors) = agentforge::plugins::load_dir_with(&dir, &cache, &opts);
-        for e in &errors {
-            eprintln!("plugin error: {e}");
-        }
-        if strict && !errors.is_empty() {
-            return Err(usage(anyhow!(
-                "{} plugin(s) in {} failed to load (--strict)",
-                errors.len(),
-                dir.display()
-            )));
-        }
-        for p in loaded {
-            if let Some(x) = p.as_extractor() {
-                rt.extractors.push(x);
-            } else if let Some(g) = p.as_gate() {
-                // One gate judges every check: two would be ambiguous.
-                if let Some(first) = &gate_from {
-                    return Err(usage(anyhow!(
-                        "two gate plugins: `{first}` and `{}`; keep one in the plugin folders",
-                        p.name()
-                    )));
-                }
-                gate_from = Some(p.name().to_string());
-                rt.gate = g;
-            } else if let Some(g) = p.as_guard() {
-                // After the built-in guards; the first denial wins.
-                rt.guards.push(g);
-            } else {
-                eprintln!(
-                    "note: plugin `{}` loaded; its kind does not take part in runs yet",
-                    p.name()
-                );
-            }
-        }
+    let dirs = rt.config.plugins.dirs.clone();
+    let errors = rt.load_plugins(&dirs).map_err(|e| usage(anyhow!(e)))?;
+    for e in &errors {
+        eprintln!("plugin error: {e}");
+    }
+    if strict && !errors.is_empty() {
+        return Err(usage(anyhow!(
+            "{} plugin(s) failed to load (--strict)",
+            errors.len()
+        )));
     }
     Ok(())
 }
@@ -716,12 +681,9 @@ fn plugins_new(
         for f in &created.files {
             println!("  {}", f.display());
         }
-        println!("next: edit the rule table in src/lib.rs, then");
-        println!("  cd {}", created.dir.display());
-        println!("  cargo build --target wasm32-wasip2 --release");
-        println!("  cp target/wasm32-wasip2/release/{} .", created.component);
-        println!("  agentforge extract --tool lint --plugins . --no-builtin < output.txt");
-        println!("  agentforge plugins check .");
+        for line in scaffold::next_steps(kind, &created.dir, &created.component) {
+            println!("{line}");
+        }
     }
     Ok(0)
 }
@@ -762,6 +724,8 @@ impl PluginRow {
             "status": if self.loaded.is_some() { "loaded" } else { "error" },
             "error": self.error,
             "compiled": self.loaded.as_ref().map(|p| p.compiled),
+            "api": self.loaded.as_ref().map(|p| p.manifest.api.clone()),
+            "provides": self.loaded.as_ref().map(|p| p.claims()),
             "load_ms": self.loaded.as_ref().map(|p| p.load_time.as_secs_f64() * 1e3),
         })
     }
@@ -843,38 +807,16 @@ fn load_rows(dirs: &[PathBuf], cache: &Path) -> Result<Vec<PluginRow>, Failure> 
     Ok(rows)
 }
 
-/// Where `list`, `check` and `extract` cache compiled components: the workspace's cache
-/// when the workspace has an `.agentforge/` (a run then starts warm), else a private
-/// temporary folder removed on exit (nothing is written into a plugin's source folder).
+/// Where `list`, `check` and `extract` cache compiled components: the same cache as runs
+/// (`agentforge::plugins::default_cache_dir`), so a run after a check starts warm.
 struct PluginCache {
     path: PathBuf,
-    temporary: bool,
 }
 
 impl PluginCache {
-    fn for_workspace(g: &Global) -> PluginCache {
-        let ws = g.workspace.join(".agentforge");
-        if ws.is_dir() {
-            return PluginCache {
-                path: ws.join("cache/plugins"),
-                temporary: false,
-            };
-        }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
+    fn for_workspace(_g: &Global) -> PluginCache {
         PluginCache {
-            path: std::env::temp_dir()
-                .join(format!("agentforge-plugins-{}-{nanos}", std::process::id())),
-            temporary: true,
-        }
-    }
-}
-
-impl Drop for PluginCache {
-    fn drop(&mut self) {
-        if self.temporary {
-            let _ = std::fs::remove_dir_all(&self.path);
+            path: agentforge::plugins::default_cache_dir(),
         }
     }
 }
@@ -926,8 +868,8 @@ fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
         return Ok(0);
     }
     println!(
-        "{:<24} {:<10} {:<9} {:<7} {:<14} FOLDER",
-        "NAME", "KIND", "VERSION", "STATUS", "CAPABILITIES"
+        "{:<24} {:<14} {:<9} {:<7} {:<14} {:<24} FOLDER",
+        "NAME", "KIND", "VERSION", "STATUS", "CAPABILITIES", "PROVIDES"
     );
     for r in &rows {
         let caps = if r.capabilities.is_empty() {
@@ -935,8 +877,14 @@ fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
         } else {
             r.capabilities.join(",")
         };
+        let provides = r
+            .loaded
+            .as_ref()
+            .map(|p| p.claims().join(","))
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| "-".to_string());
         println!(
-            "{:<24} {:<10} {:<9} {:<7} {:<14} {}",
+            "{:<24} {:<14} {:<9} {:<7} {:<14} {:<24} {}",
             r.name.as_deref().unwrap_or("?"),
             r.kind.as_deref().unwrap_or("?"),
             r.version.as_deref().unwrap_or("?"),
@@ -946,6 +894,7 @@ fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
                 "error"
             },
             caps,
+            provides,
             r.folder.display()
         );
         if let Some(e) = &r.error {
@@ -1010,7 +959,6 @@ fn plugins_check(g: &Global, dir: &Path) -> Result<u8, Failure> {
 /// draw from stdin, as a JSON array, deduplicated as in a run. Exit 1 if a plugin failed
 /// to load or to run (the facts of the others are still printed).
 fn extract_stdin(g: &Global, args: &ExtractArgs) -> Result<u8, Failure> {
-    use agentforge::extract::{CargoRules, FactExtractor, PytestRules};
     use agentforge::state_store::{ActionResult, Fact};
     use std::io::Read as _;
 
@@ -1056,8 +1004,28 @@ fn extract_stdin(g: &Global, args: &ExtractArgs) -> Result<u8, Failure> {
         }
     };
     if !args.no_builtin {
-        for x in [&CargoRules as &dyn FactExtractor, &PytestRules] {
-            add(x.name(), x.extract(tool, &output, result, step));
+        // The built-in extractor plugins, unless a folder has a plugin of the same name.
+        let opts = agentforge::plugins::LoadOptions::default();
+        let (builtin, errors) =
+            agentforge::plugins::load_builtin(&agentforge::plugins::default_cache_dir(), &opts);
+        for e in &errors {
+            eprintln!("plugin error: built-in: {e}");
+            code = 1;
+        }
+        let folder_names: Vec<&str> = rows.iter().filter_map(|r| r.name.as_deref()).collect();
+        for x in builtin
+            .iter()
+            .filter(|p| !folder_names.contains(&p.name()))
+            .filter_map(|p| p.wasm_extractor())
+            .filter(|x| x.handles(tool))
+        {
+            match x.try_extract(tool, &output, result, step) {
+                Ok(f) => add(agentforge::extract::FactExtractor::name(&x), f),
+                Err(e) => {
+                    eprintln!("plugin error: {e}");
+                    code = 1;
+                }
+            }
         }
     }
     let mut handled = 0;

@@ -82,12 +82,17 @@ impl Prompts {
         }
     }
 
-    fn source(&self, name: &str) -> Option<(String, String)> {
+    /// The template `name`: the project's file, else the task type's (a schema plugin's),
+    /// else the built-in one.
+    fn source(&self, name: &str, schema: &[(String, String)]) -> Option<(String, String)> {
         if let Some(dir) = &self.override_dir {
             let p = dir.join(name);
             if let Ok(text) = std::fs::read_to_string(&p) {
                 return Some((p.display().to_string(), text));
             }
+        }
+        if let Some((n, t)) = schema.iter().find(|(n, _)| n == name) {
+            return Some((format!("task type's {n}"), t.clone()));
         }
         BUILTIN
             .iter()
@@ -95,13 +100,24 @@ impl Prompts {
             .map(|(n, t)| (format!("built-in {n}"), (*t).to_string()))
     }
 
-    /// Renders the system prompt for the step described by `vars`.
+    /// Renders the system prompt for the step described by `vars`, with the built-in
+    /// templates only.
     pub fn render(&self, vars: &PromptVars<'_>) -> Result<String, PromptError> {
+        self.render_with(vars, &[])
+    }
+
+    /// Renders the system prompt for the step described by `vars`; `schema` holds the
+    /// templates (name, source) the task type brings.
+    pub fn render_with(
+        &self,
+        vars: &PromptVars<'_>,
+        schema: &[(String, String)],
+    ) -> Result<String, PromptError> {
         let specific = format!("{}.{}.j2", vars.task_type, vars.phase);
         let generic = format!("{}.j2", vars.phase);
         let (name, text) = self
-            .source(&specific)
-            .or_else(|| self.source(&generic))
+            .source(&specific, schema)
+            .or_else(|| self.source(&generic, schema))
             .ok_or_else(|| PromptError::Missing {
                 task_type: vars.task_type.to_string(),
                 phase: vars.phase.to_string(),

@@ -2,19 +2,17 @@
 //!
 //! A schema supplies its phase graph (phases, the actions offered in each, the automatic
 //! transitions: see [`crate::phases`]) and builds the task-specific `current_state`
-//! section from the spec and the files on disk. The native schemas here sit behind
-//! [`ContextSchema`] so the plugin system can add task types as WASM components; the
-//! [`SchemaRegistry`] validates every graph it is given.
+//! section from the spec and the files on disk. Task types are plugins: the built-in
+//! ones (`fix_violation`, `implement_feature`, `write_tests`) are the components in
+//! `plugins/schema-*`, embedded in the host and loaded by
+//! [`crate::executor::Runtime::load_plugins`] behind [`ContextSchema`]. This module is the
+//! seam and the [`SchemaRegistry`], which validates every graph it is given.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::phases::{
-    ActionDef, Condition, PhaseGraph, PhaseGraphError, PhaseSpec, Recommendation, Requirement,
-    Transition, COMPLETE, ESCALATED, FAILED,
-};
+use crate::phases::{PhaseGraph, PhaseGraphError};
 use crate::state_store::TaskState;
 use crate::task::TaskSpec;
 use crate::tools::Workspace;
@@ -54,270 +52,28 @@ pub trait ContextSchema: Send + Sync {
     fn initial_phase(&self) -> &str {
         &self.phase_graph().initial
     }
-}
 
-/// An action of the built-in graphs, with its pre/postconditions. The first
-/// precondition is the `when:` hint the context shows.
-fn action(name: &str, priority: i32) -> ActionDef {
-    const EDITED: &[&str] = &[
-        "the file is changed and all checks run",
-        "a change that breaks a passing check is reverted",
-    ];
-    let (pre, post): (&str, &[&str]) = match name {
-        "read_file" => (
-            "need to see code (optionally a line range)",
-            &["the numbered lines are in working memory for 3 steps"],
-        ),
-        "search" => (
-            "need to find where something is",
-            &["up to 50 matching lines are in working memory"],
-        ),
-        "load_context" => (
-            "need more than the context shows",
-            &["the item is in working memory for 5 steps"],
-        ),
-        "edit_file" => ("know the exact text to change", EDITED),
-        "replace_lines" => ("know the line numbers to replace", EDITED),
-        "write_file" => ("creating a new file", EDITED),
-        "run_check" => (
-            "after changes, to see the checks",
-            &["verification status updated"],
-        ),
-        "run_tests" => (
-            "after changes, to see the tests",
-            &["verification status updated"],
-        ),
-        "complete" => (
-            "all checks pass and criteria are met",
-            &["the task is complete"],
-        ),
-        "escalate" => (
-            "stuck after 3 different approaches",
-            &["the task is handed to a human"],
-        ),
-        "cannot_fix" => (
-            "the task is impossible as specified",
-            &["the task is failed"],
-        ),
-        _ => ("", &[]),
-    };
-    ActionDef {
-        name: name.to_string(),
-        preconditions: vec![pre.to_string()],
-        postconditions: post.iter().map(|p| p.to_string()).collect(),
-        priority,
-        requires: (name == "complete").then(|| Requirement {
-            condition: Condition::Ready,
-            reason: "verification not yet passing".into(),
-        }),
+    /// Token budgets this task type sets (`[budget]` keys); the others keep the
+    /// project's values.
+    fn budgets(&self) -> &[(String, u32)] {
+        &[]
     }
-}
 
-/// `names` as actions, in that order of priority.
-fn actions(names: &[&str]) -> Vec<ActionDef> {
-    let n = names.len() as i32;
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, a)| action(a, n - i as i32))
-        .collect()
-}
-
-fn phase(name: &str, description: &str, names: &[&str]) -> PhaseSpec {
-    PhaseSpec {
-        name: name.into(),
-        description: description.into(),
-        actions: actions(names),
-        max_steps: None,
-        recommended: None,
-        recommend: Vec::new(),
-        terminal: false,
+    /// Prompt templates (name, source) the task type brings; the project's own files
+    /// still override them.
+    fn prompt_templates(&self) -> &[(String, String)] {
+        &[]
     }
-}
 
-fn terminal(name: &str, description: &str) -> PhaseSpec {
-    PhaseSpec {
-        terminal: true,
-        ..phase(name, description, &[])
+    /// One line for listings.
+    fn description(&self) -> &str {
+        ""
     }
-}
 
-fn transition(from: &str, to: &str, when: Condition, reason: &str) -> Transition {
-    Transition {
-        from: from.into(),
-        to: to.into(),
-        when,
-        reason: reason.into(),
+    /// Where the task type comes from (`built-in`, `plugin <name>`).
+    fn source(&self) -> String {
+        "built-in".to_string()
     }
-}
-
-/// Actions offered while analyzing: reading and running checks, no edits.
-pub const ANALYZE_ACTIONS: &[&str] = &[
-    "read_file",
-    "search",
-    "load_context",
-    "run_check",
-    "run_tests",
-    "escalate",
-    "cannot_fix",
-];
-/// Actions offered while planning: reading and loading context.
-pub const PLAN_ACTIONS: &[&str] = &[
-    "load_context",
-    "read_file",
-    "search",
-    "escalate",
-    "cannot_fix",
-];
-/// Actions offered while implementing.
-pub const IMPLEMENT_ACTIONS: &[&str] = &[
-    "edit_file",
-    "replace_lines",
-    "write_file",
-    "read_file",
-    "search",
-    "load_context",
-    "run_check",
-    "run_tests",
-    "complete",
-    "escalate",
-    "cannot_fix",
-];
-/// Actions offered while verifying.
-pub const VERIFY_ACTIONS: &[&str] = &[
-    "complete",
-    "run_check",
-    "run_tests",
-    "read_file",
-    "escalate",
-];
-
-/// The built-in graph: `analyze -> [plan ->] implement <-> verify`, plus the terminal
-/// phases entered through `complete`, `cannot_fix` and `escalate`.
-///
-/// - analyze (at most 3 steps) moves on after a step that gathered context; straight to
-///   verify if verification already passes;
-/// - plan (at most 2 steps, `with_plan` only) moves on after a step that read or loaded
-///   context;
-/// - implement moves to verify once verification is ready; verify goes back to
-///   implement when a check fails or verification is no longer ready.
-pub fn standard_graph(with_plan: bool) -> PhaseGraph {
-    let after_analyze = if with_plan { "plan" } else { "implement" };
-    let mut analyze = phase(
-        "analyze",
-        "understand the problem: read the code, run the checks",
-        ANALYZE_ACTIONS,
-    );
-    analyze.max_steps = Some(3);
-    analyze.recommended = Some("read_file".into());
-    let mut plan = phase(
-        "plan",
-        "decide the change: load the spec sections and files it needs",
-        PLAN_ACTIONS,
-    );
-    plan.max_steps = Some(2);
-    plan.recommended = Some("load_context".into());
-    let mut implement = phase(
-        "implement",
-        "make the change until verification passes",
-        IMPLEMENT_ACTIONS,
-    );
-    implement.recommended = Some("edit_file".into());
-    implement.recommend = vec![Recommendation {
-        when: Condition::Ready,
-        action: "complete".into(),
-    }];
-    let mut verify = phase(
-        "verify",
-        "verification passes: confirm and complete",
-        VERIFY_ACTIONS,
-    );
-    verify.recommended = Some("complete".into());
-    verify.recommend = vec![Recommendation {
-        when: Condition::Not(Box::new(Condition::Ready)),
-        action: "run_tests".into(),
-    }];
-
-    let mut phases = vec![analyze];
-    let mut transitions = vec![
-        transition(
-            "analyze",
-            "verify",
-            Condition::Ready,
-            "verification already passing",
-        ),
-        transition(
-            "analyze",
-            after_analyze,
-            Condition::Any(vec![Condition::ContextGathered, Condition::FilesChanged]),
-            "context gathered",
-        ),
-        transition(
-            "analyze",
-            after_analyze,
-            Condition::MaxStepsReached,
-            "analysis step limit reached",
-        ),
-    ];
-    if with_plan {
-        phases.push(plan);
-        transitions.push(transition(
-            "plan",
-            "implement",
-            Condition::ContextGathered,
-            "context for the plan loaded",
-        ));
-        transitions.push(transition(
-            "plan",
-            "implement",
-            Condition::MaxStepsReached,
-            "planning step limit reached",
-        ));
-    }
-    phases.extend([
-        implement,
-        verify,
-        terminal(COMPLETE, "the task is done"),
-        terminal(FAILED, "the task cannot be done"),
-        terminal(ESCALATED, "a human must decide"),
-    ]);
-    transitions.extend([
-        transition(
-            "implement",
-            "verify",
-            Condition::Ready,
-            "verification passing",
-        ),
-        transition(
-            "verify",
-            "implement",
-            Condition::ChecksFailing,
-            "a check failed",
-        ),
-        transition(
-            "verify",
-            "implement",
-            Condition::Not(Box::new(Condition::Ready)),
-            "verification no longer passing",
-        ),
-    ]);
-    PhaseGraph {
-        initial: "analyze".into(),
-        phases,
-        transitions,
-    }
-}
-
-/// The graph without a plan phase, built once.
-fn graph_without_plan() -> &'static PhaseGraph {
-    static GRAPH: OnceLock<PhaseGraph> = OnceLock::new();
-    GRAPH.get_or_init(|| standard_graph(false))
-}
-
-/// The graph with a plan phase, built once.
-fn graph_with_plan() -> &'static PhaseGraph {
-    static GRAPH: OnceLock<PhaseGraph> = OnceLock::new();
-    GRAPH.get_or_init(|| standard_graph(true))
 }
 
 /// Lines of a file shown with numbers, as `  12| code`; `None` if unreadable.
@@ -332,157 +88,6 @@ pub fn numbered_file(ws: &Workspace, rel: &str) -> Option<String> {
             .collect::<Vec<_>>()
             .join("\n"),
     )
-}
-
-fn input<'a>(spec: &'a TaskSpec, key: &str) -> Option<&'a Value> {
-    spec.inputs.get(key)
-}
-
-fn remaining_issues(state: &TaskState) -> Vec<String> {
-    let mut issues: Vec<String> = state
-        .verification
-        .checks
-        .iter()
-        .filter(|(_, c)| !c.passing)
-        .map(|(n, c)| format!("{n}: {}", c.summary))
-        .collect();
-    issues.extend(
-        state
-            .facts
-            .iter()
-            .filter(|f| f.category == crate::state_store::FactCategory::Error)
-            .map(|f| f.statement.clone()),
-    );
-    issues
-}
-
-/// `fix_violation`: make a failing check or test pass with a minimal change.
-pub struct FixViolation;
-
-impl ContextSchema for FixViolation {
-    fn name(&self) -> &str {
-        "fix_violation"
-    }
-    fn phase_graph(&self) -> &PhaseGraph {
-        graph_without_plan()
-    }
-    fn default_success_criteria(&self) -> Vec<String> {
-        vec![
-            "The violated check passes".into(),
-            "All other checks and tests still pass".into(),
-            "Minimal changes, only to code related to the violation".into(),
-        ]
-    }
-    fn build_current_state(&self, spec: &TaskSpec, state: &TaskState, ws: &Workspace) -> Value {
-        let violation = input(spec, "violation").cloned().unwrap_or(Value::Null);
-        let file = violation
-            .get("file_path")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let mut out = serde_json::Map::new();
-        out.insert("violation".into(), violation);
-        if let Some(def) = input(spec, "check_definition") {
-            out.insert("check_definition".into(), def.clone());
-        }
-        if let Some(path) = file {
-            let content = numbered_file(ws, &path).unwrap_or_else(|| "(file not found)".into());
-            out.insert(
-                "file_content".into(),
-                json!({ "path": path, "content": content }),
-            );
-        }
-        let issues = remaining_issues(state);
-        if !issues.is_empty() {
-            out.insert("remaining_issues".into(), json!(issues));
-        }
-        Value::Object(out)
-    }
-}
-
-/// `implement_feature`: implement a verified spec in target files until tests pass.
-pub struct ImplementFeature;
-
-impl ContextSchema for ImplementFeature {
-    fn name(&self) -> &str {
-        "implement_feature"
-    }
-    fn phase_graph(&self) -> &PhaseGraph {
-        graph_with_plan()
-    }
-    fn default_success_criteria(&self) -> Vec<String> {
-        vec![
-            "Every requirement's acceptance criteria are met".into(),
-            "All tests pass".into(),
-        ]
-    }
-    fn build_current_state(&self, spec: &TaskSpec, state: &TaskState, ws: &Workspace) -> Value {
-        let mut out = serde_json::Map::new();
-        out.insert(
-            "spec".into(),
-            input(spec, "spec").cloned().unwrap_or(Value::Null),
-        );
-        let targets: Vec<Value> = input(spec, "target_files")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(|p| match numbered_file(ws, p) {
-                        Some(c) => json!({"path": p, "status": "to_modify", "content": c}),
-                        None => json!({"path": p, "status": "to_create"}),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.insert("target_files".into(), Value::Array(targets));
-        if let Some(t) = input(spec, "test_requirements") {
-            out.insert("test_requirements".into(), t.clone());
-        }
-        let issues = remaining_issues(state);
-        if !issues.is_empty() {
-            out.insert("remaining_issues".into(), json!(issues));
-        }
-        Value::Object(out)
-    }
-}
-
-/// `write_tests`: the RED phase, tests that define the behaviour and currently fail.
-pub struct WriteTests;
-
-impl ContextSchema for WriteTests {
-    fn name(&self) -> &str {
-        "write_tests"
-    }
-    fn phase_graph(&self) -> &PhaseGraph {
-        graph_without_plan()
-    }
-    fn default_success_criteria(&self) -> Vec<String> {
-        vec![
-            "One test per acceptance criterion".into(),
-            "Tests run and currently fail for the missing behaviour".into(),
-        ]
-    }
-    fn build_current_state(&self, spec: &TaskSpec, _state: &TaskState, ws: &Workspace) -> Value {
-        let mut out = serde_json::Map::new();
-        out.insert(
-            "spec".into(),
-            input(spec, "spec").cloned().unwrap_or(Value::Null),
-        );
-        if let Some(p) = input(spec, "example_test_file").and_then(Value::as_str) {
-            if let Some(c) = numbered_file(ws, p) {
-                out.insert(
-                    "test_patterns".into(),
-                    json!({"path": p, "example_test": c}),
-                );
-            }
-        }
-        if let Some(p) = input(spec, "target_test_file").and_then(Value::as_str) {
-            out.insert(
-                "target_test_file".into(),
-                json!({"path": p, "existing_content": numbered_file(ws, p)}),
-            );
-        }
-        Value::Object(out)
-    }
 }
 
 /// A task type refused by [`SchemaRegistry::register`]: its phase graph is invalid.
@@ -509,27 +114,29 @@ pub struct SchemaRegistry {
 }
 
 impl Default for SchemaRegistry {
+    /// An empty registry: task types come from plugins.
     fn default() -> Self {
-        let mut r = SchemaRegistry {
+        SchemaRegistry {
             schemas: BTreeMap::new(),
-        };
-        for s in [
-            Box::new(FixViolation) as Box<dyn ContextSchema>,
-            Box::new(ImplementFeature),
-            Box::new(WriteTests),
-        ] {
-            r.register(s).expect("built-in phase graphs are valid");
         }
-        r
     }
 }
 
 impl SchemaRegistry {
-    /// Adds or replaces a task type after validating its phase graph against the
-    /// built-in actions; an invalid graph is refused with all its problems.
+    /// Adds a task type whose phase graph uses only the built-in actions.
     pub fn register(&mut self, s: Box<dyn ContextSchema>) -> Result<(), InvalidSchema> {
+        self.register_with(s, BUILTIN_ACTIONS)
+    }
+
+    /// Adds (or replaces) a task type whose phase graph may use `actions` (the built-in
+    /// ones plus the tools plugins add). The graph is validated first.
+    pub fn register_with(
+        &mut self,
+        s: Box<dyn ContextSchema>,
+        actions: &[&str],
+    ) -> Result<(), InvalidSchema> {
         s.phase_graph()
-            .validate(BUILTIN_ACTIONS)
+            .validate(actions)
             .map_err(|errors| InvalidSchema {
                 task_type: s.name().to_string(),
                 errors,
@@ -538,7 +145,7 @@ impl SchemaRegistry {
         Ok(())
     }
 
-    /// The schema of `task_type`, or an error listing the known ones.
+    /// The task type `task_type`, or an error listing the known ones.
     pub fn get(&self, task_type: &str) -> Result<&dyn ContextSchema, String> {
         self.schemas
             .get(task_type)
@@ -551,7 +158,7 @@ impl SchemaRegistry {
             })
     }
 
-    /// Names of all task types.
+    /// The known task type names, sorted.
     pub fn names(&self) -> Vec<String> {
         self.schemas.keys().cloned().collect()
     }
@@ -560,7 +167,45 @@ impl SchemaRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::phases::{PhaseMachineState, Signals};
+    use crate::phases::{PhaseMachineState, Signals, COMPLETE, ESCALATED, FAILED};
+
+    /// The actions each phase offers, in order of priority (the seed's per-phase lists).
+    const ANALYZE_ACTIONS: &[&str] = &[
+        "read_file",
+        "search",
+        "load_context",
+        "run_check",
+        "run_tests",
+        "escalate",
+        "cannot_fix",
+    ];
+    const PLAN_ACTIONS: &[&str] = &[
+        "load_context",
+        "read_file",
+        "search",
+        "escalate",
+        "cannot_fix",
+    ];
+    const IMPLEMENT_ACTIONS: &[&str] = &[
+        "edit_file",
+        "replace_lines",
+        "write_file",
+        "read_file",
+        "search",
+        "load_context",
+        "run_check",
+        "run_tests",
+        "complete",
+        "escalate",
+        "cannot_fix",
+    ];
+    const VERIFY_ACTIONS: &[&str] = &[
+        "complete",
+        "run_check",
+        "run_tests",
+        "read_file",
+        "escalate",
+    ];
 
     /// Signals of a step: context gathered, files changed, ready, checks failing.
     fn sig(gathered: bool, changed: bool, ready: bool, failing: bool) -> Signals {
@@ -596,11 +241,57 @@ mod tests {
         after(g, phase, done, s).0
     }
 
+    /// A built-in task type's phase graph, as its plugin ships it.
+    struct Shipped(&'static str, PhaseGraph);
+
+    impl ContextSchema for Shipped {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn phase_graph(&self) -> &PhaseGraph {
+            &self.1
+        }
+        fn default_success_criteria(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn build_current_state(&self, _: &TaskSpec, _: &TaskState, _: &Workspace) -> Value {
+            Value::Null
+        }
+    }
+
+    fn shipped(name: &'static str, json: &str) -> Shipped {
+        Shipped(name, serde_json::from_str(json).unwrap())
+    }
+
+    #[allow(non_snake_case)]
+    fn FixViolation() -> Shipped {
+        shipped(
+            "fix_violation",
+            include_str!("../../plugins/schema-fix-violation/graph.json"),
+        )
+    }
+
+    #[allow(non_snake_case)]
+    fn ImplementFeature() -> Shipped {
+        shipped(
+            "implement_feature",
+            include_str!("../../plugins/schema-implement-feature/graph.json"),
+        )
+    }
+
+    #[allow(non_snake_case)]
+    fn WriteTests() -> Shipped {
+        shipped(
+            "write_tests",
+            include_str!("../../plugins/schema-write-tests/graph.json"),
+        )
+    }
+
     fn schemas() -> Vec<Box<dyn ContextSchema>> {
         vec![
-            Box::new(FixViolation),
-            Box::new(ImplementFeature),
-            Box::new(WriteTests),
+            Box::new(FixViolation()),
+            Box::new(ImplementFeature()),
+            Box::new(WriteTests()),
         ]
     }
 
@@ -625,7 +316,7 @@ mod tests {
     /// fix_violation and write_tests: analyze -> implement <-> verify.
     #[test]
     fn transitions_without_plan() {
-        for s in [&FixViolation as &dyn ContextSchema, &WriteTests] {
+        for s in [FixViolation(), WriteTests()] {
             let g = s.phase_graph();
             // analyze: stays without context, moves after a read/search/check...
             assert_eq!(after(g, "analyze", 0, NOTHING), ("analyze".into(), None));
@@ -684,7 +375,7 @@ mod tests {
     /// implement_feature: analyze -> plan -> implement <-> verify.
     #[test]
     fn transitions_with_plan() {
-        let g = ImplementFeature.phase_graph();
+        let g = &ImplementFeature().1;
         assert_eq!(to(g, "analyze", 0, NOTHING), "analyze");
         assert_eq!(
             after(g, "analyze", 0, (true, false, false, false)),
@@ -719,7 +410,7 @@ mod tests {
 
     #[test]
     fn terminal_phases_are_entered_from_the_status_only() {
-        let g = FixViolation.phase_graph();
+        let g = &FixViolation().1;
         for t in [COMPLETE, FAILED, ESCALATED] {
             assert!(g.phase(t).unwrap().terminal);
             assert!(g.transitions.iter().all(|tr| tr.to != t && tr.from != t));
@@ -749,7 +440,7 @@ mod tests {
                 }
             }
         }
-        let g = ImplementFeature.phase_graph();
+        let g = &ImplementFeature().1;
         let plan = g.actions_view(&PhaseMachineState::at("plan", 0), false, false);
         assert_eq!(names(&plan), PLAN_ACTIONS);
         assert_eq!(plan.recommended.as_deref(), Some("load_context"));
@@ -757,7 +448,7 @@ mod tests {
 
     #[test]
     fn recommended_and_blocked_actions() {
-        let g = FixViolation.phase_graph();
+        let g = &FixViolation().1;
         let at = |p: &str| PhaseMachineState::at(p, 0);
         let v = g.actions_view(&at("analyze"), false, false);
         assert_eq!(v.recommended.as_deref(), Some("read_file"));
@@ -821,10 +512,16 @@ mod tests {
 
     #[test]
     fn register_refuses_an_invalid_graph_with_all_its_errors() {
-        let mut g = standard_graph(false);
-        g.phases[0].actions.push(action("frobnicate", 0));
-        g.transitions
-            .push(transition("verify", "review", Condition::Always, "typo"));
+        let mut g = FixViolation().1;
+        let mut frobnicate = g.phases[0].actions[0].clone();
+        frobnicate.name = "frobnicate".into();
+        g.phases[0].actions.push(frobnicate);
+        g.transitions.push(crate::phases::Transition {
+            from: "verify".into(),
+            to: "review".into(),
+            when: crate::phases::Condition::Always,
+            reason: "typo".into(),
+        });
         let mut r = SchemaRegistry::default();
         let err = r.register(Box::new(Broken(g))).unwrap_err();
         assert_eq!(err.task_type, "broken");
@@ -833,13 +530,15 @@ mod tests {
         assert!(msg.contains("unknown action `frobnicate`"), "{msg}");
         assert!(msg.contains("unknown phase `review`"), "{msg}");
         assert!(r.get("broken").is_err());
-        r.register(Box::new(Broken(standard_graph(true)))).unwrap();
+        r.register(Box::new(Broken(ImplementFeature().1))).unwrap();
         assert!(r.get("broken").is_ok());
     }
 
     #[test]
     fn unknown_task_type_lists_known_ones() {
-        let err = SchemaRegistry::default().get("refactor").err().unwrap();
-        assert!(err.contains("fix_violation"), "{err}");
+        let mut r = SchemaRegistry::default();
+        r.register(Box::new(FixViolation())).unwrap();
+        let err = r.get("refactor").err().unwrap();
+        assert!(err.contains("known task types: fix_violation"), "{err}");
     }
 }

@@ -60,6 +60,10 @@ pub struct TaskSpec {
     /// Step budget; the config's default applies when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_steps: Option<u64>,
+    /// Who works on the task (`builder`, `qc`, `critic`...; seed 002's roles). Guards
+    /// see it: a read-only role may be refused writes. Absent: the builder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 /// Errors reading or validating a task spec. Each names the file and what to fix.

@@ -130,6 +130,34 @@ impl Budgets {
         ]
     }
 
+    /// Sets the budgets named in `entries` (`[budget]` keys, e.g. a task type's); an
+    /// unknown key is an error naming it.
+    pub fn apply(&mut self, entries: &[(String, u32)]) -> Result<(), String> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut v = serde_json::to_value(&*self).map_err(|e| e.to_string())?;
+        let map = v
+            .as_object_mut()
+            .ok_or_else(|| "budgets are not an object".to_string())?;
+        for (key, value) in entries {
+            if !map.contains_key(key) {
+                let known: Vec<&String> = map.keys().collect();
+                return Err(format!(
+                    "unknown budget `{key}` (known: {})",
+                    known
+                        .iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            map.insert(key.clone(), serde_json::Value::from(*value));
+        }
+        *self = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
     /// Checks that no budget is zero and that the sections add up to at most `total`.
     /// The message names the offending field.
     pub fn validate(&self) -> Result<(), String> {

@@ -1,9 +1,13 @@
 //! Capabilities: none by default. A plugin's manifest requests, the project grants, and
 //! the host enforces the intersection on every host call.
 
+use std::sync::{Arc, RwLock};
+
 use globset::{GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::commands::{run_command, CommandLimits, CommandOutput};
+use crate::task::CheckSpec;
 use crate::tools::Workspace;
 
 /// Largest file `read-file` returns: a plugin call's result is bounded anyway (memory
@@ -20,12 +24,96 @@ pub struct Capabilities {
     /// workspace root (`src/**/*.rs`; `*` does not cross `/`, `**` does).
     #[serde(default)]
     pub read: Vec<String>,
+    /// Checks the plugin may run through `run-check`, by name (`*`: any the task declares).
+    #[serde(default)]
+    pub checks: Vec<String>,
 }
 
 impl Capabilities {
     /// Whether nothing is requested (or granted).
     pub fn is_empty(&self) -> bool {
-        self.read.is_empty()
+        self.read.is_empty() && self.checks.is_empty()
+    }
+}
+
+/// The checks of the task being run, which `run-check` may run: set by the executor when
+/// it opens a task, shared with every plugin's [`CheckAccess`].
+#[derive(Debug, Clone, Default)]
+pub struct DeclaredChecks(Arc<RwLock<(Vec<CheckSpec>, Option<CommandLimits>)>>);
+
+impl DeclaredChecks {
+    /// Declares the task's checks and the command limits they run with.
+    pub fn set(&self, checks: &[CheckSpec], limits: CommandLimits) {
+        let mut d = self.0.write().unwrap_or_else(|p| p.into_inner());
+        *d = (checks.to_vec(), Some(limits));
+    }
+
+    fn get(&self, name: &str) -> Option<(CheckSpec, CommandLimits)> {
+        let d = self.0.read().unwrap_or_else(|p| p.into_inner());
+        let limits = d.1?;
+        let check = d.0.iter().find(|c| c.name == name)?.clone();
+        Some((check, limits))
+    }
+
+    fn names(&self) -> Vec<String> {
+        let d = self.0.read().unwrap_or_else(|p| p.into_inner());
+        d.0.iter().map(|c| c.name.clone()).collect()
+    }
+}
+
+/// Which checks one plugin's `run-check` may run: names both requested and granted, among
+/// those the task declares.
+pub(crate) struct CheckAccess {
+    pub(crate) plugin: String,
+    pub(crate) workspace: Option<Workspace>,
+    pub(crate) requested: Vec<String>,
+    pub(crate) granted: Vec<String>,
+    pub(crate) declared: DeclaredChecks,
+}
+
+impl CheckAccess {
+    /// Runs check `name`, or says why it is refused.
+    pub(crate) fn run(&self, name: &str) -> Result<CommandOutput, String> {
+        let refuse = |why: String| format!("run-check `{name}` refused: {why}");
+        let listed = |names: &[String]| names.iter().any(|n| n == "*" || n == name);
+        if !listed(&self.requested) {
+            return Err(refuse(
+                "not in the plugin's requested `[capabilities] checks`".to_string(),
+            ));
+        }
+        if !listed(&self.granted) {
+            return Err(refuse(format!(
+                "the project does not grant it (agentforge.toml `[plugins.grants.{}] checks = [\"{name}\"]`)",
+                self.plugin
+            )));
+        }
+        let Some(ws) = &self.workspace else {
+            return Err(refuse("no workspace is open in this host".to_string()));
+        };
+        let Some((check, mut limits)) = self.declared.get(name) else {
+            return Err(refuse(format!(
+                "the task declares no check named `{name}` (its checks: {})",
+                self.declared.names().join(", ")
+            )));
+        };
+        if let Some(t) = check.timeout_secs {
+            limits.timeout = std::time::Duration::from_secs(t);
+        }
+        // Plugin calls are synchronous and may come from inside the executor's async
+        // runtime: the command runs on a thread of its own with its own small runtime.
+        let root = ws.root().to_path_buf();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| refuse(format!("cannot start the command runtime: {e}")))?;
+                rt.block_on(run_command(&check.command, &root, &limits))
+                    .map_err(|e| refuse(e.to_string()))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(refuse("the command runner panicked".to_string())))
+        })
     }
 }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::guard_bindings::agentforge::plugin::types::Decision;
+use super::bindings::{v0_1, v0_2};
+use super::wit::Decision;
 use super::{
     cut, fact_to_wit, output, wrong_instance, Inner, Instance, OnError, PluginError,
     MAX_RETURN_BYTES,
@@ -15,7 +16,7 @@ use crate::commands::CommandOutput;
 use crate::gates::{Gate, GateVerdict};
 use crate::guards::{Guard, GuardDecision};
 use crate::state_store::{Fact, TaskState};
-use crate::task::CheckSpec;
+use crate::task::{CheckSpec, TaskSpec};
 use crate::tools::Action;
 
 /// Longest summary or reason shown to the model (the context is budgeted).
@@ -33,22 +34,45 @@ impl WasmGate {
         WasmGate { inner }
     }
 
-    /// The plugin's verdict on one check run, or why the call failed.
+    /// The checks the gate judges (its `checks()`, asked at load; `*`: any).
+    pub fn checks(&self) -> &[String] {
+        &self.inner.handles
+    }
+
+    /// The plugin's verdict on one check run, or why the call failed. A command killed
+    /// by its timeout has no exit code (`timed_out` says why).
     pub fn try_evaluate(
         &self,
         check: &str,
         exit_code: Option<i32>,
+        timed_out: bool,
         output: &str,
         facts: &[Fact],
     ) -> Result<GateVerdict, PluginError> {
         let facts: Vec<_> = facts.iter().map(fact_to_wit).collect();
-        let v = self.inner.call(|x, s| match x {
-            Instance::Gate(g) => {
-                let v = g.call_evaluate(&mut *s, check, exit_code, output, &facts)?;
-                output::check_returned("returned summary", v.summary.len(), MAX_RETURN_BYTES)?;
-                Ok(v)
-            }
-            _ => Err(wrong_instance()),
+        let exit_code = if timed_out { None } else { exit_code };
+        let v = self.inner.call(|x, s| {
+            let (passing, summary) = match x {
+                Instance::Gate(g) => {
+                    let run = v0_2::types::CheckRun {
+                        check: check.to_string(),
+                        exit_code,
+                        timed_out,
+                        output: output.to_string(),
+                    };
+                    let v = g.call_evaluate(&mut *s, &run, &facts)?;
+                    (v.passing, v.summary)
+                }
+                // 0.1.0 gates saw no timeout flag: a killed command had no exit code.
+                Instance::GateV0_1(g) => {
+                    let facts: Vec<_> = facts.iter().cloned().map(fact_to_v0_1).collect();
+                    let v = g.call_evaluate(&mut *s, check, exit_code, output, &facts)?;
+                    (v.passing, v.summary)
+                }
+                _ => return Err(wrong_instance()),
+            };
+            output::check_returned("returned summary", summary.len(), MAX_RETURN_BYTES)?;
+            Ok(GateVerdict { passing, summary })
         })?;
         Ok(GateVerdict {
             passing: v.passing,
@@ -62,11 +86,18 @@ impl Gate for WasmGate {
         &self.inner.name
     }
 
+    fn checks(&self) -> Vec<String> {
+        self.inner.handles.clone()
+    }
+
     fn evaluate(&self, check: &CheckSpec, out: &CommandOutput, facts: &[Fact]) -> GateVerdict {
-        // A command killed by its timeout has no exit status: the gate sees `none`, as
-        // for any killed command, and the output says the rest.
-        let exit = if out.timed_out { None } else { out.exit_code };
-        match self.try_evaluate(&check.name, exit, &out.output, facts) {
+        match self.try_evaluate(
+            &check.name,
+            out.exit_code,
+            out.timed_out,
+            &out.output,
+            facts,
+        ) {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("warning: {e}; the check counts as failed");
@@ -98,26 +129,42 @@ impl WasmGuard {
     }
 
     /// The plugin's decision on an action given as the WIT `check` takes it (tool name,
-    /// target, arguments and state as JSON), or why the call failed. Used for actions the
-    /// host has no [`Action`] for (e.g. a `set_field` write of a state field).
+    /// target, arguments, task and state as JSON), or why the call failed. Used for
+    /// actions the host has no [`Action`] for (e.g. a `set_field` write of a state field).
     pub fn try_check(
         &self,
         action: &str,
         target: Option<&str>,
         arguments_json: &str,
+        task_json: &str,
         state_json: &str,
     ) -> Result<GuardDecision, PluginError> {
-        let d = self.inner.call(|x, s| match x {
-            Instance::Guard(g) => {
-                let d = g.call_check(&mut *s, action, target, arguments_json, state_json)?;
-                let size = match &d {
-                    Decision::Allow => 0,
-                    Decision::Warn(r) | Decision::Deny(r) => r.len(),
-                };
-                output::check_returned("returned reason", size, MAX_RETURN_BYTES)?;
-                Ok(d)
-            }
-            _ => Err(wrong_instance()),
+        let d = self.inner.call(|x, s| {
+            let d = match x {
+                Instance::Guard(g) => g.call_check(
+                    &mut *s,
+                    action,
+                    target,
+                    arguments_json,
+                    task_json,
+                    state_json,
+                )?,
+                // 0.1.0 guards saw no task.
+                Instance::GuardV0_1(g) => {
+                    match g.call_check(&mut *s, action, target, arguments_json, state_json)? {
+                        v0_1::types::Decision::Allow => Decision::Allow,
+                        v0_1::types::Decision::Warn(r) => Decision::Warn(r),
+                        v0_1::types::Decision::Deny(r) => Decision::Deny(r),
+                    }
+                }
+                _ => return Err(wrong_instance()),
+            };
+            let size = match &d {
+                Decision::Allow => 0,
+                Decision::Warn(r) | Decision::Deny(r) => r.len(),
+            };
+            output::check_returned("returned reason", size, MAX_RETURN_BYTES)?;
+            Ok(d)
         })?;
         Ok(match d {
             Decision::Allow => GuardDecision::Allow,
@@ -132,9 +179,10 @@ impl WasmGuard {
         action: &str,
         target: Option<&str>,
         arguments_json: &str,
+        task_json: &str,
         state_json: &str,
     ) -> GuardDecision {
-        match self.try_check(action, target, arguments_json, state_json) {
+        match self.try_check(action, target, arguments_json, task_json, state_json) {
             Ok(d) => d,
             Err(e) => {
                 let why = cut(&format!("guard plugin failed: {e}"), MAX_REASON_CHARS);
@@ -158,8 +206,9 @@ impl Guard for WasmGuard {
         &self.inner.name
     }
 
-    fn check(&self, action: &Action, state: &TaskState) -> GuardDecision {
-        let state_json = match serde_json::to_string(state) {
+    fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision {
+        let json = serde_json::to_string(task).and_then(|t| Ok((t, serde_json::to_string(state)?)));
+        let (task_json, state_json) = match json {
             Ok(s) => s,
             // Cannot happen for a state that is written to disk every step; treated as
             // a failed call rather than a panic.
@@ -175,6 +224,7 @@ impl Guard for WasmGuard {
             action.name(),
             action.target().as_deref(),
             &args,
+            &task_json,
             &state_json,
         )
     }
@@ -211,5 +261,54 @@ pub fn action_arguments(action: &Action) -> Value {
         Action::LoadContext { item } => json!({"item": item}),
         Action::Complete { summary } => json!({"summary": summary}),
         Action::Escalate { reason } | Action::CannotFix { reason } => json!({"reason": reason}),
+        Action::Extra { arguments, .. } => arguments.clone(),
+    }
+}
+
+/// An action result as a 0.1.0 plugin sees it.
+pub(super) fn result_to_v0_1(r: v0_2::types::ActionResult) -> v0_1::types::ActionResult {
+    use v0_1::types::ActionResult as Old;
+    use v0_2::types::ActionResult as New;
+    match r {
+        New::Success => Old::Success,
+        New::Failure => Old::Failure,
+        New::Partial => Old::Partial,
+        New::Skipped => Old::Skipped,
+    }
+}
+
+/// A fact as a 0.1.0 plugin sees it.
+fn fact_to_v0_1(f: v0_2::types::Fact) -> v0_1::types::Fact {
+    use v0_1::types::FactCategory as Old;
+    use v0_2::types::FactCategory as New;
+    v0_1::types::Fact {
+        category: match f.category {
+            New::CodeStructure => Old::CodeStructure,
+            New::Inference => Old::Inference,
+            New::Pattern => Old::Pattern,
+            New::Verification => Old::Verification,
+            New::Error => Old::Error,
+        },
+        statement: f.statement,
+        confidence: f.confidence,
+        source: f.source,
+    }
+}
+
+/// A 0.1.0 plugin's fact in the current types.
+pub(super) fn fact_from_v0_1(f: v0_1::types::Fact) -> v0_2::types::Fact {
+    use v0_1::types::FactCategory as Old;
+    use v0_2::types::FactCategory as New;
+    v0_2::types::Fact {
+        category: match f.category {
+            Old::CodeStructure => New::CodeStructure,
+            Old::Inference => New::Inference,
+            Old::Pattern => New::Pattern,
+            Old::Verification => New::Verification,
+            Old::Error => New::Error,
+        },
+        statement: f.statement,
+        confidence: f.confidence,
+        source: f.source,
     }
 }

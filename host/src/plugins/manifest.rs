@@ -8,7 +8,29 @@ use super::{Capabilities, PluginLoadError};
 
 /// API versions of `wit/plugin.wit` this host can run, newest first. A plugin's `api`
 /// matches one when major and minor are equal (the compatibility policy in the WIT file).
-pub const SUPPORTED_APIS: &[&str] = &["0.1.0"];
+pub const SUPPORTED_APIS: &[&str] = &["0.2.0", "0.1.0"];
+
+/// A supported API version, as the loader dispatches on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiVersion {
+    /// `agentforge:plugin@0.1.x` (frozen: extractor, gate, guard).
+    V0_1,
+    /// `agentforge:plugin@0.2.x` (current).
+    V0_2,
+}
+
+impl ApiVersion {
+    /// The supported version `api` (`major.minor.patch`) is compatible with.
+    pub fn of(api: &str) -> Option<ApiVersion> {
+        if same_minor("0.2.0", api) {
+            Some(ApiVersion::V0_2)
+        } else if same_minor("0.1.0", api) {
+            Some(ApiVersion::V0_1)
+        } else {
+            None
+        }
+    }
+}
 
 /// The plugin kinds this host loads. Kinds the WIT package may define later are refused
 /// with a clear error instead of being half-loaded.
@@ -20,11 +42,15 @@ pub enum PluginKind {
     Gate,
     /// Allows, warns about or denies an action before it runs (`guard` world).
     Guard,
+    /// A task type: phases, budgets, the `current_state` section (`context-schema` world).
+    ContextSchema,
+    /// An action offered to the model (`tool` world).
+    Tool,
 }
 
 impl PluginKind {
     /// The kinds this host runs, as written in `plugin.toml`.
-    pub const NAMES: &'static str = "extractor, gate, guard";
+    pub const NAMES: &'static str = "extractor, gate, guard, context-schema, tool";
 }
 
 impl std::fmt::Display for PluginKind {
@@ -33,6 +59,8 @@ impl std::fmt::Display for PluginKind {
             PluginKind::Extractor => "extractor",
             PluginKind::Gate => "gate",
             PluginKind::Guard => "guard",
+            PluginKind::ContextSchema => "context-schema",
+            PluginKind::Tool => "tool",
         })
     }
 }
@@ -97,7 +125,8 @@ pub struct Manifest {
     /// Requested capabilities; only what the project also grants is usable.
     #[serde(default)]
     pub capabilities: Capabilities,
-    /// Free-form configuration for the plugin (not passed to it yet).
+    /// Free-form configuration for the plugin, returned by the host's `config()` as a
+    /// JSON object (the project's `[plugins.config.<name>]` keys override these).
     #[serde(default)]
     pub config: toml::Table,
 }
@@ -110,26 +139,42 @@ impl Manifest {
             path: path.clone(),
             message: e.to_string(),
         })?;
+        let m = Manifest::parse(&text, &path)?;
+        if !dir.join(&m.component).is_file() {
+            return Err(PluginLoadError::MissingComponent {
+                plugin: m.name.clone(),
+                path: dir.join(&m.component),
+            });
+        }
+        Ok(m)
+    }
+
+    /// Parses and validates a manifest's text (kind, API version, capabilities); `path`
+    /// names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Manifest, PluginLoadError> {
+        let path = path.to_path_buf();
         // An unknown capability is a capability error (naming it), not a typo in the
         // file: the plugin asks for something this host can never grant.
         if let Ok(raw) = text.parse::<toml::Table>() {
             let caps = raw.get("capabilities").and_then(|c| c.as_table());
-            if let Some(unknown) = caps.and_then(|c| c.keys().find(|k| *k != "read")) {
+            if let Some(unknown) =
+                caps.and_then(|c| c.keys().find(|k| *k != "read" && *k != "checks"))
+            {
                 let name = raw.get("name").and_then(|n| n.as_str());
                 return Err(PluginLoadError::Capability {
                     plugin: name.unwrap_or("?").to_string(),
                     capability: unknown.clone(),
-                    message: "this host grants only `read` (workspace files by glob)".to_string(),
+                    message: "this host grants only `read` (workspace files by glob) and `checks` (declared checks by name)".to_string(),
                 });
             }
         }
-        let m: Manifest = toml::from_str(&text).map_err(|e| PluginLoadError::BadManifest {
+        let m: Manifest = toml::from_str(text).map_err(|e| PluginLoadError::BadManifest {
             line: e.span().map(|s| 1 + text[..s.start].matches('\n').count()),
             message: e.message().to_string(),
             path: path.clone(),
         })?;
         m.kind()?;
-        if !SUPPORTED_APIS.iter().any(|s| same_minor(s, &m.api)) {
+        if ApiVersion::of(&m.api).is_none() {
             return Err(PluginLoadError::ApiMismatch {
                 plugin: m.name.clone(),
                 api: m.api.clone(),
@@ -143,12 +188,6 @@ impl Manifest {
                 message,
             });
         }
-        if !dir.join(&m.component).is_file() {
-            return Err(PluginLoadError::MissingComponent {
-                plugin: m.name.clone(),
-                path: dir.join(&m.component),
-            });
-        }
         Ok(m)
     }
 
@@ -158,6 +197,8 @@ impl Manifest {
             "extractor" => Ok(PluginKind::Extractor),
             "gate" => Ok(PluginKind::Gate),
             "guard" => Ok(PluginKind::Guard),
+            "context-schema" => Ok(PluginKind::ContextSchema),
+            "tool" => Ok(PluginKind::Tool),
             other => Err(PluginLoadError::UnknownKind {
                 plugin: self.name.clone(),
                 kind: other.to_string(),

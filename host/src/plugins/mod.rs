@@ -18,7 +18,7 @@
 //! for e in &errors {
 //!     eprintln!("warning: plugin skipped: {e}");
 //! }
-//! let mut extractors = Extractors::builtin();
+//! let mut extractors = Extractors::default();
 //! for p in &plugins {
 //!     if let Some(x) = p.as_extractor() {
 //!         extractors.push(x);
@@ -26,24 +26,32 @@
 //! }
 //! ```
 //!
-//! Gate and guard plugins replace or join the native ones (see [`LoadedPlugin::as_gate`],
-//! [`LoadedPlugin::as_guard`]); [`load_dir_with`] passes the workspace `read-file` is
-//! confined to and the project's grants, limit overrides and guards' `on_error`.
+//! The other kinds: [`LoadedPlugin::as_gate`], [`LoadedPlugin::as_guard`],
+//! [`LoadedPlugin::as_schema`], [`LoadedPlugin::as_tool`]. [`load_dir_with`] passes the
+//! workspace `read-file` is confined to, the project's grants, limit overrides, guards'
+//! `on_error` and plugin config, and the task's declared checks for `run-check`.
+//! [`load_builtin`] loads the built-in plugins embedded in the host, and
+//! [`crate::executor::Runtime::load_plugins`] wires all of them into a run.
 
+mod bindings;
 mod capabilities;
 mod kinds;
 mod manifest;
 mod output;
 mod runtime;
+mod task_types;
+mod tools;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use capabilities::{Capabilities, MAX_READ_BYTES};
+pub use capabilities::{Capabilities, DeclaredChecks, MAX_READ_BYTES};
 pub use kinds::{action_arguments, WasmGate, WasmGuard};
-pub use manifest::{LimitsOverride, Manifest, OnError, PluginKind, SUPPORTED_APIS};
+pub use manifest::{ApiVersion, LimitsOverride, Manifest, OnError, PluginKind, SUPPORTED_APIS};
+pub use task_types::WasmSchema;
+pub use tools::{ToolInfo, WasmTool};
 
 use crate::config::PluginsConfig;
 use crate::extract::FactExtractor;
@@ -52,40 +60,8 @@ use crate::guards::Guard;
 use crate::state_store::{ActionResult, Fact, FactCategory};
 use crate::tools::Workspace;
 
-/// Host bindings of the `extractor` world of `agentforge:plugin@0.1.0` (and the shared
-/// `types` and `host` interfaces, which the other worlds reuse).
-mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "agentforge:plugin/extractor@0.1.0",
-    });
-}
-
-/// Host bindings of the `gate` world.
-mod gate_bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "agentforge:plugin/gate@0.1.0",
-        with: {
-            "agentforge:plugin/types": super::bindings::agentforge::plugin::types,
-            "agentforge:plugin/host": super::bindings::agentforge::plugin::host,
-        },
-    });
-}
-
-/// Host bindings of the `guard` world.
-mod guard_bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "agentforge:plugin/guard@0.1.0",
-        with: {
-            "agentforge:plugin/types": super::bindings::agentforge::plugin::types,
-            "agentforge:plugin/host": super::bindings::agentforge::plugin::host,
-        },
-    });
-}
-
-use bindings::agentforge::plugin::types as wit;
+use bindings::v0_2::types as wit;
+use bindings::{v0_1, v0_2};
 
 /// Largest total of strings a call may return (facts, a verdict's summary, a guard's
 /// reason). What crosses the boundary is bounded by the memory limit anyway; this cap
@@ -224,7 +200,16 @@ pub enum PluginLoadError {
         /// Folder of the one skipped.
         second: PathBuf,
     },
-    /// Its first call (`handles`) failed.
+    /// What the plugin describes about itself does not hold (a schema's phase graph, a
+    /// tool's name or argument schema, two plugins claiming one task type or tool).
+    #[error("plugin `{plugin}`: {message}")]
+    Invalid {
+        /// Plugin name.
+        plugin: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// Its first call (`handles`, `checks`, `describe`) failed.
     #[error("{0}")]
     Call(#[from] PluginError),
 }
@@ -368,6 +353,36 @@ impl LoadedPlugin {
         (self.kind() == PluginKind::Guard).then(|| WasmGuard::new(self.inner.clone()))
     }
 
+    /// The plugin as a task type for [`crate::schemas::SchemaRegistry::register`], if it
+    /// is a context schema.
+    pub fn as_schema(&self) -> Option<WasmSchema> {
+        let info = self.inner.schema.clone()?;
+        Some(WasmSchema::new(self.inner.clone(), info))
+    }
+
+    /// The plugin as an action for the model, if it is a tool.
+    pub fn as_tool(&self) -> Option<WasmTool> {
+        let info = self.inner.tool.clone()?;
+        Some(WasmTool::new(self.inner.clone(), info))
+    }
+
+    /// The API version the plugin was built against, as the host dispatches on it.
+    pub fn api(&self) -> ApiVersion {
+        self.inner.pre.api()
+    }
+
+    /// What the plugin names: the tools an extractor handles, the checks a gate judges,
+    /// a schema's task type, a tool's action name.
+    pub fn claims(&self) -> Vec<String> {
+        if let Some(s) = &self.inner.schema {
+            return vec![s.name.clone()];
+        }
+        if let Some(t) = &self.inner.tool {
+            return vec![t.name.clone()];
+        }
+        self.inner.handles.clone()
+    }
+
     /// The latest lines of the plugin's log (its `log` calls and the host's notes, such
     /// as refused capabilities), oldest first.
     pub fn recent_log(&self) -> Vec<String> {
@@ -375,14 +390,17 @@ impl LoadedPlugin {
     }
 }
 
-/// What loading needs from the project: the workspace `read-file` is confined to, and
-/// the `[plugins]` config (grants, limit overrides, guards' `on_error`).
+/// What loading needs from the project: the workspace `read-file` is confined to, the
+/// `[plugins]` config (grants, limit overrides, guards' `on_error`, plugin config) and
+/// the task's declared checks (for `run-check`).
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     /// The workspace; without one no file is readable whatever is granted.
     pub workspace: Option<Workspace>,
     /// The project's `[plugins]` table.
     pub config: PluginsConfig,
+    /// The checks `run-check` may run, set when a task is opened.
+    pub checks: DeclaredChecks,
 }
 
 impl LoadOptions {
@@ -391,6 +409,7 @@ impl LoadOptions {
         LoadOptions {
             workspace: Some(workspace.clone()),
             config: config.clone(),
+            checks: DeclaredChecks::default(),
         }
     }
 }
@@ -454,14 +473,72 @@ pub fn load_plugin_with(
 ) -> Result<LoadedPlugin, PluginLoadError> {
     let started = Instant::now();
     let manifest = Manifest::load(folder)?;
-    let kind = manifest.kind()?;
     let path = folder.join(&manifest.component);
     let wasm = std::fs::read(&path).map_err(|e| PluginLoadError::Io {
         path: path.clone(),
         message: e.to_string(),
     })?;
+    load_parts(folder, manifest, &wasm, &path, cache, opts, started)
+}
+
+/// The built-in plugins, embedded in the host at build time (`host/build.rs` builds them
+/// from `plugins/`): the task types, extractors, gates and guards every run loads.
+mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
+}
+
+/// Loads the built-in plugins (from the host binary; compiled components are cached in
+/// `cache`). They are trusted: each keeps its instance between calls. `dir` of each is
+/// `builtin:<folder>`.
+pub fn load_builtin(cache: &Path, opts: &LoadOptions) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    let mut plugins = Vec::new();
+    let mut errors = Vec::new();
+    for (folder, manifest, wasm) in builtin::BUILTIN_PLUGINS {
+        let started = Instant::now();
+        let dir = PathBuf::from(format!("builtin:{folder}"));
+        let loaded = Manifest::parse(manifest, &dir.join("plugin.toml")).and_then(|mut m| {
+            m.reuse_instance = true;
+            let path = dir.join(&m.component);
+            load_parts(&dir, m, wasm, &path, cache, opts, started)
+        });
+        match loaded {
+            Ok(p) => plugins.push(p),
+            Err(e) => errors.push(e),
+        }
+    }
+    (plugins, errors)
+}
+
+/// Where compiled components are cached by default: `$AGENTFORGE_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/agentforge/plugins`, else `~/.cache/agentforge/plugins`, else the
+/// temporary folder. Entries are keyed by content and engine, so one cache serves every
+/// project and version safely.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("AGENTFORGE_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("agentforge/plugins")
+}
+
+/// Loads a plugin from its parsed manifest and component bytes.
+fn load_parts(
+    folder: &Path,
+    manifest: Manifest,
+    wasm: &[u8],
+    path: &Path,
+    cache: &Path,
+    opts: &LoadOptions,
+    started: Instant,
+) -> Result<LoadedPlugin, PluginLoadError> {
+    let kind = manifest.kind()?;
+    let path = path.to_path_buf();
     let (component, compiled) =
-        runtime::load_component(&wasm, cache).map_err(|e| PluginLoadError::Compile {
+        runtime::load_component(wasm, cache).map_err(|e| PluginLoadError::Compile {
             plugin: manifest.name.clone(),
             path: path.clone(),
             message: format!("{e:#}"),
@@ -479,23 +556,49 @@ pub fn load_plugin_with(
         .linker
         .instantiate_pre(&component)
         .map_err(mismatch)?;
-    let pre = match kind {
-        PluginKind::Extractor => {
-            Pre::Extractor(bindings::ExtractorPre::new(pre).map_err(mismatch)?)
+    let api = ApiVersion::of(&manifest.api).ok_or_else(|| PluginLoadError::ApiMismatch {
+        plugin: manifest.name.clone(),
+        api: manifest.api.clone(),
+        supported: SUPPORTED_APIS.join(", "),
+    })?;
+    let pre = match (api, kind) {
+        (ApiVersion::V0_2, PluginKind::Extractor) => {
+            Pre::Extractor(v0_2::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
         }
-        PluginKind::Gate => Pre::Gate(gate_bindings::GatePre::new(pre).map_err(mismatch)?),
-        PluginKind::Guard => Pre::Guard(guard_bindings::GuardPre::new(pre).map_err(mismatch)?),
+        (ApiVersion::V0_2, PluginKind::Gate) => {
+            Pre::Gate(v0_2::gate::GatePre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_2, PluginKind::Guard) => {
+            Pre::Guard(v0_2::guard::GuardPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_2, PluginKind::ContextSchema) => {
+            Pre::Schema(v0_2::schema::ContextSchemaPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_2, PluginKind::Tool) => {
+            Pre::Tool(v0_2::tool::ToolPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::Extractor) => {
+            Pre::ExtractorV0_1(v0_1::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::Gate) => {
+            Pre::GateV0_1(v0_1::gate::GatePre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::Guard) => {
+            Pre::GuardV0_1(v0_1::guard::GuardPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::ContextSchema | PluginKind::Tool) => {
+            return Err(mismatch(anyhow::anyhow!(
+                "API 0.1.0 has no `{kind}` world (it came in 0.2.0); build the plugin against 0.2.0"
+            )))
+        }
     };
     let name = manifest.name.clone();
     let cfg = &opts.config;
     let limits = Limits::default()
         .with(&manifest.limits)
         .with(&cfg.limits.get(&name).cloned().unwrap_or_default());
-    let granted_globs = cfg
-        .grants
-        .get(&name)
-        .map(|g| g.read.clone())
-        .unwrap_or_default();
+    let grant = cfg.grants.get(&name).cloned().unwrap_or_default();
+    let granted_globs = grant.read.clone();
     let read = if manifest.capabilities.read.is_empty() {
         None
     } else {
@@ -512,6 +615,15 @@ pub fn load_plugin_with(
         })?;
         Some(Arc::new(access))
     };
+    let checks = (!manifest.capabilities.checks.is_empty()).then(|| {
+        Arc::new(capabilities::CheckAccess {
+            plugin: name.clone(),
+            workspace: opts.workspace.clone(),
+            requested: manifest.capabilities.checks.clone(),
+            granted: grant.checks.clone(),
+            declared: opts.checks.clone(),
+        })
+    });
     let granted = Capabilities {
         read: manifest
             .capabilities
@@ -520,7 +632,23 @@ pub fn load_plugin_with(
             .filter(|_| !granted_globs.is_empty())
             .cloned()
             .collect(),
+        checks: manifest
+            .capabilities
+            .checks
+            .iter()
+            .filter(|c| grant.checks.iter().any(|g| g == "*" || g == *c))
+            .cloned()
+            .collect(),
     };
+    let mut config = manifest.config.clone();
+    if let Some(over) = cfg.config.get(&name) {
+        config.extend(over.clone());
+    }
+    let config = serde_json::to_string(&config).map_err(|e| PluginLoadError::BadManifest {
+        path: folder.join("plugin.toml"),
+        line: None,
+        message: format!("[config] cannot be passed to the plugin as JSON: {e}"),
+    })?;
     let on_error = cfg
         .on_error
         .get(&name)
@@ -530,18 +658,59 @@ pub fn load_plugin_with(
     let mut inner = Inner {
         name,
         limits,
-        read,
+        access: Arc::new(runtime::Access {
+            read,
+            checks,
+            config,
+        }),
         pre,
         handles: Vec::new(),
+        schema: None,
+        tool: None,
+        builtin: folder.to_string_lossy().starts_with("builtin:"),
         warm: manifest.reuse_instance.then(|| Mutex::new(None)),
         on_error,
         log: Mutex::new(VecDeque::new()),
     };
-    if kind == PluginKind::Extractor {
-        inner.handles = inner.call(|x, s| match x {
-            Instance::Extractor(x) => x.call_handles(s),
-            _ => Err(wrong_instance()),
-        })?;
+    // Ask once what the plugin names (tools, checks, a task type, an action), and check
+    // it: a bad description is a load error, not a surprise in the middle of a run.
+    match kind {
+        PluginKind::Extractor => {
+            inner.handles = inner.call(|x, s| match x {
+                Instance::Extractor(x) => x.call_handles(s),
+                Instance::ExtractorV0_1(x) => x.call_handles(s),
+                _ => Err(wrong_instance()),
+            })?;
+        }
+        PluginKind::Gate => {
+            inner.handles = match inner.pre {
+                // 0.1.0 gates judged every check.
+                Pre::GateV0_1(_) => vec!["*".to_string()],
+                _ => inner.call(|x, s| match x {
+                    Instance::Gate(g) => g.call_checks(s),
+                    _ => Err(wrong_instance()),
+                })?,
+            };
+        }
+        PluginKind::ContextSchema => {
+            inner.schema =
+                Some(
+                    task_types::describe(&inner).map_err(|message| PluginLoadError::Invalid {
+                        plugin: inner.name.clone(),
+                        message,
+                    })?,
+                );
+        }
+        PluginKind::Tool => {
+            inner.tool =
+                Some(
+                    tools::describe(&inner).map_err(|message| PluginLoadError::Invalid {
+                        plugin: inner.name.clone(),
+                        message,
+                    })?,
+                );
+        }
+        PluginKind::Guard => {}
     }
     Ok(LoadedPlugin {
         manifest,
@@ -554,26 +723,45 @@ pub fn load_plugin_with(
     })
 }
 
-/// A plugin's pre-instantiated component, typed by its world.
+/// A plugin's pre-instantiated component, typed by its world and API version.
 enum Pre {
-    Extractor(bindings::ExtractorPre<runtime::CallState>),
-    Gate(gate_bindings::GatePre<runtime::CallState>),
-    Guard(guard_bindings::GuardPre<runtime::CallState>),
+    Extractor(v0_2::extractor::ExtractorPre<runtime::CallState>),
+    Gate(v0_2::gate::GatePre<runtime::CallState>),
+    Guard(v0_2::guard::GuardPre<runtime::CallState>),
+    Schema(v0_2::schema::ContextSchemaPre<runtime::CallState>),
+    Tool(v0_2::tool::ToolPre<runtime::CallState>),
+    ExtractorV0_1(v0_1::extractor::ExtractorPre<runtime::CallState>),
+    GateV0_1(v0_1::gate::GatePre<runtime::CallState>),
+    GuardV0_1(v0_1::guard::GuardPre<runtime::CallState>),
 }
 
 /// An instance of one of the worlds.
 enum Instance {
-    Extractor(bindings::Extractor),
-    Gate(gate_bindings::Gate),
-    Guard(guard_bindings::Guard),
+    Extractor(v0_2::extractor::Extractor),
+    Gate(v0_2::gate::Gate),
+    Guard(v0_2::guard::Guard),
+    Schema(v0_2::schema::ContextSchema),
+    Tool(v0_2::tool::Tool),
+    ExtractorV0_1(v0_1::extractor::Extractor),
+    GateV0_1(v0_1::gate::Gate),
+    GuardV0_1(v0_1::guard::Guard),
 }
 
 impl Pre {
     fn kind(&self) -> PluginKind {
         match self {
-            Pre::Extractor(_) => PluginKind::Extractor,
-            Pre::Gate(_) => PluginKind::Gate,
-            Pre::Guard(_) => PluginKind::Guard,
+            Pre::Extractor(_) | Pre::ExtractorV0_1(_) => PluginKind::Extractor,
+            Pre::Gate(_) | Pre::GateV0_1(_) => PluginKind::Gate,
+            Pre::Guard(_) | Pre::GuardV0_1(_) => PluginKind::Guard,
+            Pre::Schema(_) => PluginKind::ContextSchema,
+            Pre::Tool(_) => PluginKind::Tool,
+        }
+    }
+
+    fn api(&self) -> ApiVersion {
+        match self {
+            Pre::ExtractorV0_1(_) | Pre::GateV0_1(_) | Pre::GuardV0_1(_) => ApiVersion::V0_1,
+            _ => ApiVersion::V0_2,
         }
     }
 
@@ -585,6 +773,11 @@ impl Pre {
             Pre::Extractor(p) => Instance::Extractor(p.instantiate(store)?),
             Pre::Gate(p) => Instance::Gate(p.instantiate(store)?),
             Pre::Guard(p) => Instance::Guard(p.instantiate(store)?),
+            Pre::Schema(p) => Instance::Schema(p.instantiate(store)?),
+            Pre::Tool(p) => Instance::Tool(p.instantiate(store)?),
+            Pre::ExtractorV0_1(p) => Instance::ExtractorV0_1(p.instantiate(store)?),
+            Pre::GateV0_1(p) => Instance::GateV0_1(p.instantiate(store)?),
+            Pre::GuardV0_1(p) => Instance::GuardV0_1(p.instantiate(store)?),
         })
     }
 }
@@ -598,11 +791,18 @@ fn wrong_instance() -> anyhow::Error {
 struct Inner {
     name: String,
     limits: Limits,
-    /// What `read-file` may read (`None`: nothing requested).
-    read: Option<Arc<capabilities::ReadAccess>>,
+    /// What the plugin may do through the host, and its config.
+    access: Arc<runtime::Access>,
     pre: Pre,
-    /// Tool names from `handles()`, asked once at load (extractors).
+    /// Tool names from `handles()` (extractors) or check names from `checks()` (gates),
+    /// asked once at load.
     handles: Vec<String>,
+    /// A context schema's description, asked and validated at load.
+    schema: Option<task_types::SchemaInfo>,
+    /// A tool's description, asked and validated at load.
+    tool: Option<ToolInfo>,
+    /// Embedded in the host (`load_builtin`) rather than loaded from a folder.
+    builtin: bool,
     /// The kept instance, for a plugin whose manifest sets `reuse_instance`.
     warm: Option<Mutex<Option<Warm>>>,
     /// What a failed guard call decides.
@@ -647,7 +847,7 @@ impl Inner {
         if let Some(warm) = &self.warm {
             return self.call_warm(warm, f);
         }
-        let (mut store, stderr) = runtime::new_store(&self.limits, self.read.clone());
+        let (mut store, stderr) = runtime::new_store(&self.limits, self.access.clone());
         let result = self
             .pre
             .instantiate(&mut store)
@@ -671,7 +871,7 @@ impl Inner {
                 w
             }
             None => {
-                let (mut store, stderr) = runtime::new_store(&self.limits, self.read.clone());
+                let (mut store, stderr) = runtime::new_store(&self.limits, self.access.clone());
                 let instance = self
                     .pre
                     .instantiate(&mut store)
@@ -730,17 +930,22 @@ impl WasmExtractor {
             ActionResult::Partial => wit::ActionResult::Partial,
             ActionResult::Skipped => wit::ActionResult::Skipped,
         };
-        let facts = self.inner.call(|x, s| match x {
-            Instance::Extractor(x) => {
-                let facts = x.call_extract(&mut *s, tool, output, r, step)?;
-                let size = facts
-                    .iter()
-                    .map(|f| f.statement.len() + f.source.len())
-                    .sum();
-                output::check_returned("returned facts", size, MAX_RETURN_BYTES)?;
-                Ok(facts)
-            }
-            _ => Err(wrong_instance()),
+        let facts = self.inner.call(|x, s| {
+            let facts = match x {
+                Instance::Extractor(x) => x.call_extract(&mut *s, tool, output, r, step)?,
+                Instance::ExtractorV0_1(x) => x
+                    .call_extract(&mut *s, tool, output, kinds::result_to_v0_1(r), step)?
+                    .into_iter()
+                    .map(kinds::fact_from_v0_1)
+                    .collect(),
+                _ => return Err(wrong_instance()),
+            };
+            let size = facts
+                .iter()
+                .map(|f| f.statement.len() + f.source.len())
+                .sum();
+            output::check_returned("returned facts", size, MAX_RETURN_BYTES)?;
+            Ok(facts)
         })?;
         Ok(facts
             .into_iter()

@@ -3,16 +3,15 @@
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::{IoView, WasiCtx, WasiCtxBuilder, WasiView};
 
-use super::bindings::agentforge::plugin::host::{Host, LogLevel};
-use super::bindings::Extractor;
-use super::capabilities::ReadAccess;
+use super::bindings::{v0_1, v0_2};
+use super::capabilities::{CheckAccess, ReadAccess};
 use super::output::{CapExceeded, CappedPipe};
 use super::{Limits, PluginError, PluginFailure};
 
@@ -57,7 +56,12 @@ pub(crate) fn runtime() -> &'static Runtime {
         // All of WASI p2 is linked, but each store's context is empty: no preopened
         // directories, environment, arguments or sockets, so nothing ambient is reachable.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("link WASI");
-        Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).expect("link host");
+        // The `host` interface of every supported API version: a plugin imports the one
+        // it was built against.
+        v0_2::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .expect("link host 0.2");
+        v0_1::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .expect("link host 0.1");
         Runtime { engine, linker }
     })
 }
@@ -70,8 +74,22 @@ pub(crate) struct CallState {
     /// Lines the plugin logged through the `host` interface, and the host's notes about
     /// the call (refused capabilities).
     pub(crate) logs: Vec<String>,
+    /// What the plugin may call on the host (`read-file`, `run-check`) and its config.
+    access: Arc<Access>,
+    /// When the call's wall-clock deadline passes; pushed back by the time the host
+    /// spends running a check for the plugin.
+    deadline_at: Instant,
+}
+
+/// A plugin's host-side grants and configuration, shared by all its calls.
+#[derive(Default)]
+pub(crate) struct Access {
     /// What `read-file` may read; `None`: the plugin has no `read` capability.
-    read: Option<Arc<ReadAccess>>,
+    pub(crate) read: Option<Arc<ReadAccess>>,
+    /// Which checks `run-check` may run; `None`: no `checks` capability.
+    pub(crate) checks: Option<Arc<CheckAccess>>,
+    /// The `config()` answer: a JSON object.
+    pub(crate) config: String,
 }
 
 impl IoView for CallState {
@@ -86,8 +104,9 @@ impl WasiView for CallState {
     }
 }
 
-// The `types` interface has no functions; its host trait is empty.
-impl super::bindings::agentforge::plugin::types::Host for CallState {}
+// The `types` interfaces have no functions; their host traits are empty.
+impl v0_2::types::Host for CallState {}
+impl v0_1::types::Host for CallState {}
 
 impl CallState {
     fn push_log(&mut self, line: String) {
@@ -97,15 +116,14 @@ impl CallState {
     }
 }
 
-impl Host for CallState {
-    fn log(&mut self, level: LogLevel, message: String) {
-        let level = format!("{level:?}").to_lowercase();
+impl CallState {
+    fn log_line(&mut self, level: &str, message: &str) {
         self.push_log(format!("{level}: {message}"));
     }
 
-    fn read_file(&mut self, path: String) -> Result<String, String> {
-        let result = match &self.read {
-            Some(access) => access.read(&path),
+    fn read(&mut self, path: &str) -> Result<String, String> {
+        let result = match &self.access.read {
+            Some(access) => access.read(path),
             None => Err(format!(
                 "read-file `{path}` refused: the plugin has no `read` capability (request it in plugin.toml `[capabilities] read = [...]`; the project grants it in agentforge.toml `[plugins.grants.<name>] read = [...]`)"
             )),
@@ -116,6 +134,63 @@ impl Host for CallState {
             self.push_log(format!("host: {e}"));
         }
         result
+    }
+}
+
+impl v0_2::host::Host for CallState {
+    fn log(&mut self, level: v0_2::host::LogLevel, message: String) {
+        self.log_line(&format!("{level:?}").to_lowercase(), &message);
+    }
+
+    fn config(&mut self) -> String {
+        self.access.config.clone()
+    }
+
+    fn read_file(&mut self, path: String) -> Result<String, String> {
+        self.read(&path)
+    }
+
+    fn run_check(&mut self, name: String) -> Result<v0_2::types::CheckRun, String> {
+        let started = Instant::now();
+        let result = match &self.access.checks {
+            Some(access) => access.run(&name),
+            None => Err(format!(
+                "run-check `{name}` refused: the plugin has no `checks` capability (request it in plugin.toml `[capabilities] checks = [...]`; the project grants it in agentforge.toml `[plugins.grants.<name>] checks = [...]`)"
+            )),
+        };
+        // The command's time is the host's, not the plugin's: the deadline moves with it.
+        self.deadline_at += started.elapsed();
+        match result {
+            Ok(out) => {
+                self.push_log(format!(
+                    "host: ran check `{name}` ({})",
+                    match out.exit_code {
+                        Some(c) => format!("exit {c}"),
+                        None => "killed".to_string(),
+                    }
+                ));
+                Ok(v0_2::types::CheckRun {
+                    check: name,
+                    exit_code: if out.timed_out { None } else { out.exit_code },
+                    timed_out: out.timed_out,
+                    output: out.output,
+                })
+            }
+            Err(e) => {
+                self.push_log(format!("host: {e}"));
+                Err(e)
+            }
+        }
+    }
+}
+
+impl v0_1::host::Host for CallState {
+    fn log(&mut self, level: v0_1::host::LogLevel, message: String) {
+        self.log_line(&format!("{level:?}").to_lowercase(), &message);
+    }
+
+    fn read_file(&mut self, path: String) -> Result<String, String> {
+        self.read(&path)
     }
 }
 
@@ -151,10 +226,7 @@ impl ResourceLimiter for Limiter {
 }
 
 /// A store with `limits` applied and its output pipe (guest stdout and stderr).
-pub(crate) fn new_store(
-    limits: &Limits,
-    read: Option<Arc<ReadAccess>>,
-) -> (Store<CallState>, CappedPipe) {
+pub(crate) fn new_store(limits: &Limits, access: Arc<Access>) -> (Store<CallState>, CappedPipe) {
     let rt = runtime();
     let stderr = CappedPipe::new(STDERR_CAP);
     let wasi = WasiCtxBuilder::new()
@@ -174,10 +246,20 @@ pub(crate) fn new_store(
                 refused: None,
             },
             logs: Vec::new(),
-            read,
+            access,
+            deadline_at: Instant::now(),
         },
     );
     store.limiter(|s| &mut s.limiter);
+    // Checked at every epoch tick: the deadline is an instant (not a tick count) so that
+    // time the host spends on the plugin's behalf (`run-check`) can be given back.
+    store.epoch_deadline_callback(|ctx| {
+        if Instant::now() >= ctx.data().deadline_at {
+            Err(Trap::Interrupt.into())
+        } else {
+            Ok(UpdateDeadline::Continue(1))
+        }
+    });
     arm(&mut store, limits);
     (store, stderr)
 }
@@ -188,9 +270,8 @@ pub(crate) fn arm(store: &mut Store<CallState>, limits: &Limits) {
     store
         .set_fuel(limits.fuel)
         .expect("fuel is enabled on the engine");
-    let ticks = limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64;
-    // +1: the first tick may come at once.
-    store.set_epoch_deadline(ticks + 1);
+    store.set_epoch_deadline(1);
+    store.data_mut().deadline_at = Instant::now() + limits.deadline;
     store.data_mut().limiter.refused = None;
     store.data_mut().logs.clear();
 }

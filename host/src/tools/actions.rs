@@ -90,12 +90,21 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// An action added by a tool plugin, with the model's arguments (checked against
+    /// the tool's schema).
+    Extra {
+        /// Tool name.
+        name: String,
+        /// The arguments, a JSON object.
+        arguments: Value,
+    },
 }
 
 impl Action {
     /// The tool name of this action (`read_file`, ...).
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
+            Action::Extra { name, .. } => name,
             Action::ReadFile { .. } => "read_file",
             Action::WriteFile { .. } => "write_file",
             Action::EditFile { .. } => "edit_file",
@@ -122,6 +131,10 @@ impl Action {
             Action::RunCheck { name } | Action::RunTests { name } => name.clone(),
             Action::LoadContext { item } => Some(item.clone()),
             Action::Complete { .. } | Action::Escalate { .. } | Action::CannotFix { .. } => None,
+            // The first string argument (a path, a check name) identifies the target.
+            Action::Extra { arguments, .. } => arguments
+                .as_object()
+                .and_then(|o| o.values().find_map(|v| v.as_str().map(str::to_string))),
         }
     }
 

@@ -23,7 +23,35 @@ pub use actions::{builtin_tool_specs, parse_action, Action, ActionParseError};
 pub use snapshot::restore_snapshot;
 pub use workspace::Workspace;
 
+use crate::providers::ToolSpec;
 use crate::state_store::ActionResult;
+
+/// An action beyond the built-in ones (a tool plugin): what the model is offered, and
+/// how a call runs. The executor offers it in the phases it names (or the phase graph
+/// lists), passes the call through the guards as [`Action::Extra`], and shows its output.
+pub trait ExtraTool: Send + Sync {
+    /// Action name.
+    fn name(&self) -> &str;
+    /// The tool definition sent to the model.
+    fn spec(&self) -> ToolSpec;
+    /// Whether it is offered in `phase`.
+    fn offered_in(&self, phase: &str) -> bool;
+    /// Checks the model's arguments before the call; the error is shown to the model.
+    fn check_arguments(&self, args: &serde_json::Value) -> Result<(), String>;
+    /// Runs it; `Err` is an error message for the model.
+    fn invoke(&self, args: &serde_json::Value) -> Result<ToolOutcome, String>;
+    /// Where it comes from (`plugin <name>`).
+    fn source(&self) -> String;
+}
+
+/// What an [`ExtraTool`] produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    /// How it went.
+    pub result: ActionResult,
+    /// Its output, shown to the model.
+    pub output: String,
+}
 
 /// Errors of the workspace and snapshot machinery (file actions themselves report
 /// problems as a failed [`FileOutcome`] instead).

@@ -1,0 +1,130 @@
+//! The benchmark's native baseline: the cargo rule set of `plugins/extract-cargo`,
+//! written in plain Rust against the host's fact types, to measure what running the same
+//! rules as a sandboxed component costs. Not used by runs (the component is).
+
+use std::sync::LazyLock;
+
+use agentforge::extract::FactExtractor;
+use agentforge::state_store::{ActionResult, Fact, FactCategory};
+use regex::Regex;
+
+fn fact(
+    step: u64,
+    category: FactCategory,
+    statement: String,
+    confidence: f32,
+    source: &str,
+) -> Fact {
+    Fact {
+        id: String::new(),
+        category,
+        statement,
+        confidence,
+        source: source.to_string(),
+        step,
+        supersedes: None,
+    }
+}
+
+static CARGO_RESULT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored").unwrap()
+});
+static CARGO_FAILED_TEST: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^test (\S+) \.\.\. FAILED").unwrap());
+static CARGO_PANIC: LazyLock<Regex> = LazyLock::new(|| {
+    // Newer rustc prints the thread id: `thread 'name' (12345) panicked at ...`.
+    Regex::new(r"thread '([^']+)'(?: \(\d+\))? panicked at ([^:\s]+):(\d+):\d+:\n(.*)").unwrap()
+});
+static RUSTC_DIAG: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^(error|warning)(\[[A-Z]\d+\])?: (.+)\n\s*--> ([^:\s]+):(\d+):\d+").unwrap()
+});
+
+/// cargo test summaries and failures, rustc and clippy diagnostics.
+pub struct CargoRules;
+
+impl FactExtractor for CargoRules {
+    fn name(&self) -> &str {
+        "cargo"
+    }
+
+    fn extract(&self, tool: &str, output: &str, _result: ActionResult, step: u64) -> Vec<Fact> {
+        let mut facts = Vec::new();
+        let (mut passed, mut failed, mut seen) = (0u64, 0u64, false);
+        for c in CARGO_RESULT.captures_iter(output) {
+            seen = true;
+            passed += c[2].parse::<u64>().unwrap_or(0);
+            failed += c[3].parse::<u64>().unwrap_or(0);
+        }
+        if seen {
+            facts.push(fact(
+                step,
+                FactCategory::Verification,
+                format!("{tool}: {passed} passed, {failed} failed"),
+                1.0,
+                tool,
+            ));
+        }
+        for c in CARGO_PANIC.captures_iter(output).take(5) {
+            facts.push(fact(
+                step,
+                FactCategory::Error,
+                format!(
+                    "test {} panicked at {}:{}: {}",
+                    &c[1],
+                    &c[2],
+                    &c[3],
+                    cut(&c[4], 160)
+                ),
+                1.0,
+                tool,
+            ));
+        }
+        if !CARGO_PANIC.is_match(output) {
+            for c in CARGO_FAILED_TEST.captures_iter(output).take(5) {
+                facts.push(fact(
+                    step,
+                    FactCategory::Error,
+                    format!("test {} fails", &c[1]),
+                    1.0,
+                    tool,
+                ));
+            }
+        }
+        let mut diags = 0;
+        for c in RUSTC_DIAG.captures_iter(output) {
+            if &c[3] == "aborting due to 1 previous error" || c[3].starts_with("could not compile")
+            {
+                continue;
+            }
+            diags += 1;
+            if diags > 5 {
+                continue;
+            }
+            let code = c.get(2).map(|m| m.as_str()).unwrap_or("");
+            facts.push(fact(
+                step,
+                FactCategory::Error,
+                format!(
+                    "{}{} at {}:{}: {}",
+                    &c[1],
+                    code,
+                    &c[4],
+                    &c[5],
+                    cut(&c[3], 160)
+                ),
+                1.0,
+                tool,
+            ));
+        }
+        facts
+    }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}

@@ -1,0 +1,334 @@
+//! The worlds added in API 0.2.0 and the version dispatch: context-schema plugins (the
+//! built-in task types as components), tool plugins (`outline`, `rerun_check` with the
+//! `read` and `checks` capabilities), per-check gate selection with plugin config, and a
+//! gate built against the frozen 0.1.0 contract, run through its own binding.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use support::built_plugins::plugins;
+
+use std::path::Path;
+
+use agentforge::config::PluginsConfig;
+use agentforge::gates::Gates;
+use agentforge::plugins::{
+    load_dir_with, ApiVersion, DeclaredChecks, LoadOptions, LoadedPlugin, PluginLoadError,
+};
+use agentforge::schemas::{ContextSchema, SchemaRegistry};
+use agentforge::state_store::{ActionResult, CheckStatus, TaskState};
+use agentforge::task::{CheckKind, CheckSpec, TaskSpec};
+use agentforge::tools::{ExtraTool, Workspace};
+use serde_json::json;
+
+/// Copies the built plugin folders `names` into `dir`.
+fn install(dir: &Path, names: &[&str]) {
+    for name in names {
+        let src = plugins().join(name);
+        let dst = dir.join(name);
+        std::fs::create_dir_all(&dst).unwrap();
+        for entry in std::fs::read_dir(&src).unwrap() {
+            let p = entry.unwrap().path();
+            let keep = p.extension().is_some_and(|e| e == "wasm")
+                || p.file_name().is_some_and(|n| n == "plugin.toml");
+            if keep {
+                std::fs::copy(&p, dst.join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+}
+
+/// Loads `dir` with workspace `ws`, the `[plugins]` config `config` and `checks` declared.
+fn load(
+    dir: &Path,
+    ws: &Path,
+    config: &str,
+    checks: &[CheckSpec],
+) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    let config: PluginsConfig = toml::from_str(config).unwrap();
+    let ws = Workspace::new(ws).unwrap();
+    let mut opts = LoadOptions::new(&ws, &config);
+    let declared = DeclaredChecks::default();
+    declared.set(
+        checks,
+        agentforge::commands::CommandLimits {
+            timeout: std::time::Duration::from_secs(20),
+            output_cap_bytes: 64 * 1024,
+        },
+    );
+    opts.checks = declared;
+    load_dir_with(dir, &dir.join("cache"), &opts)
+}
+
+fn find<'a>(loaded: &'a [LoadedPlugin], name: &str) -> &'a LoadedPlugin {
+    loaded
+        .iter()
+        .find(|p| p.name() == name)
+        .unwrap_or_else(|| panic!("plugin {name} not loaded"))
+}
+
+fn spec(yaml: &str) -> TaskSpec {
+    TaskSpec::parse(yaml, "test").unwrap()
+}
+
+#[test]
+fn schema_plugins_are_the_built_in_task_types() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, ws) = (tmp.path().join("plugins"), tmp.path().join("ws"));
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::create_dir_all(ws.join("tests")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "pub fn a() {}\n\npub fn b() {}\n").unwrap();
+    std::fs::write(ws.join("tests/example.rs"), "#[test]\nfn t() {}\n").unwrap();
+    install(
+        &dir,
+        &[
+            "schema-fix-violation",
+            "schema-implement-feature",
+            "schema-write-tests",
+        ],
+    );
+    let (loaded, errors) = load(&dir, &ws, "", &[]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let workspace = Workspace::new(&ws).unwrap();
+
+    let tasks = [
+        ("fix_violation", "id: t\ntask_type: fix_violation\ngoal: g\ninputs:\n  violation:\n    file_path: src/lib.rs\n    message: too long\n  check_definition: max 10 lines\n"),
+        ("implement_feature", "id: t\ntask_type: implement_feature\ngoal: g\ninputs:\n  spec: add c\n  target_files: [src/lib.rs, src/new.rs]\n  test_requirements: one test\n"),
+        ("write_tests", "id: t\ntask_type: write_tests\ngoal: g\ninputs:\n  spec: test a\n  example_test_file: tests/example.rs\n  target_test_file: tests/a.rs\n"),
+    ];
+    let mut registry = SchemaRegistry::default();
+    for (name, task) in tasks {
+        let spec = spec(task);
+        let schema = loaded
+            .iter()
+            .filter_map(|p| p.as_schema())
+            .find(|s| s.name() == name)
+            .unwrap_or_else(|| panic!("no schema plugin for {name}"));
+        // The seed's phases: analyze -> [plan ->] implement <-> verify, then terminal.
+        let g = schema.phase_graph();
+        assert_eq!(g.initial, "analyze");
+        let phases: Vec<&str> = g.phases.iter().map(|p| p.name.as_str()).collect();
+        let with_plan = name == "implement_feature";
+        let expected: &[&str] = if with_plan {
+            &[
+                "analyze",
+                "plan",
+                "implement",
+                "verify",
+                "complete",
+                "failed",
+                "escalated",
+            ]
+        } else {
+            &[
+                "analyze",
+                "implement",
+                "verify",
+                "complete",
+                "failed",
+                "escalated",
+            ]
+        };
+        assert_eq!(phases, expected, "{name}");
+        assert!(!schema.default_success_criteria().is_empty());
+        // The current_state section, from the task and a state with a failing check;
+        // the files are inserted numbered by the host (null when missing).
+        let mut state = TaskState::initial(&spec, "implement", 10);
+        state.verification.checks.insert(
+            "tests".into(),
+            CheckStatus {
+                passing: false,
+                summary: "1 failed".into(),
+                is_test: true,
+                step: 1,
+            },
+        );
+        let built = schema.try_build(&spec, &state, &workspace).unwrap();
+        insta::assert_yaml_snapshot!(format!("current_state_{name}"), built);
+        // Registered (the graph is validated against the actions), it serves the type.
+        registry
+            .register_with(Box::new(schema), agentforge::schemas::BUILTIN_ACTIONS)
+            .unwrap();
+        assert_eq!(
+            registry.get(name).unwrap().source(),
+            format!("plugin schema-{}", name.replace('_', "-"))
+        );
+    }
+}
+
+#[test]
+fn tool_plugins_run_with_only_the_granted_capabilities() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, ws) = (tmp.path().join("plugins"), tmp.path().join("ws"));
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(
+        ws.join("src/lib.rs"),
+        "//! doc\n\npub struct Counter {\n    n: u32,\n}\n\nimpl Counter {\n    pub fn bump(&mut self) {}\n}\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("notes.rs"), "fn secret() {}\n").unwrap();
+    install(&dir, &["tool-outline", "tool-rerun-check"]);
+    // A check that fails, then passes, then fails: flaky.
+    let flaky = CheckSpec {
+        name: "tests".into(),
+        command: "if [ -f flag ]; then rm flag; exit 0; else touch flag; exit 1; fi".into(),
+        kind: CheckKind::Test,
+        timeout_secs: None,
+    };
+    let steady = CheckSpec {
+        name: "lint".into(),
+        command: "echo lint ok".into(),
+        kind: CheckKind::Check,
+        timeout_secs: None,
+    };
+    let grants = "[grants.tool-outline]\nread = [\"src/**\"]\n[grants.tool-rerun-check]\nchecks = [\"tests\"]\n";
+    let (loaded, errors) = load(&dir, &ws, grants, &[flaky.clone(), steady.clone()]);
+    assert!(errors.is_empty(), "{errors:?}");
+
+    let outline = find(&loaded, "tool-outline").as_tool().unwrap();
+    assert_eq!(outline.name(), "outline");
+    assert!(outline.offered_in("analyze"));
+    let out = outline.invoke(&json!({"path": "src/lib.rs"})).unwrap();
+    assert_eq!(out.result, ActionResult::Success);
+    assert!(
+        out.output.contains("3: pub struct Counter"),
+        "{}",
+        out.output
+    );
+    assert!(out.output.contains("8: pub fn bump"), "{}", out.output);
+    // Outside the granted globs: the host refuses the read, the model gets the reason.
+    let e = outline.invoke(&json!({"path": "notes.rs"})).unwrap_err();
+    assert!(e.contains("not in the globs the project grants"), "{e}");
+    // Arguments are checked by the host before the plugin runs.
+    assert!(outline
+        .check_arguments(&json!({}))
+        .unwrap_err()
+        .contains("`path`"));
+
+    let rerun = find(&loaded, "tool-rerun-check").as_tool().unwrap();
+    let out = rerun
+        .invoke(&json!({"check": "tests", "times": 3}))
+        .unwrap();
+    assert_eq!(out.result, ActionResult::Partial, "{}", out.output);
+    assert!(out.output.contains("1/3"), "{}", out.output);
+    assert!(out.output.contains("flaky"), "{}", out.output);
+    // `lint` is declared but not granted; `nope` is not declared.
+    let e = rerun.invoke(&json!({"check": "lint"})).unwrap_err();
+    assert!(e.contains("does not grant"), "{e}");
+    let (loaded, _) = load(
+        &dir,
+        &ws,
+        "[grants.tool-rerun-check]\nchecks = [\"*\"]\n",
+        &[steady],
+    );
+    let rerun = find(&loaded, "tool-rerun-check").as_tool().unwrap();
+    let e = rerun.invoke(&json!({"check": "nope"})).unwrap_err();
+    assert!(e.contains("declares no check named `nope`"), "{e}");
+    let out = rerun.invoke(&json!({"check": "lint", "times": 2})).unwrap();
+    assert_eq!(out.result, ActionResult::Success, "{}", out.output);
+}
+
+#[test]
+fn gates_are_chosen_per_check_and_read_their_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    install(
+        &dir,
+        &["gate-command", "gate-tests-pass", "gate-conformance"],
+    );
+    let (loaded, errors) = load(&dir, tmp.path(), "", &[]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut gates = Gates::default();
+    for p in &loaded {
+        gates.push(p.as_gate().unwrap()).unwrap();
+    }
+    assert_eq!(gates.for_check("tests").name(), "gate-tests-pass");
+    assert_eq!(gates.for_check("conformance").name(), "gate-conformance");
+    assert_eq!(gates.for_check("clippy").name(), "gate-command");
+
+    // The project's `[plugins.config.<name>]` reaches the plugin's `config()`.
+    let (loaded, errors) = load(
+        &dir,
+        tmp.path(),
+        "[config.gate-tests-pass]\nchecks = [\"unit\"]\n",
+        &[],
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let tests_pass = find(&loaded, "gate-tests-pass").wasm_gate().unwrap();
+    assert_eq!(tests_pass.checks(), ["unit"]);
+    // A timed-out run fails with the reason, whatever the gate.
+    let v = tests_pass
+        .try_evaluate("unit", None, true, "running 3 tests\n", &[])
+        .unwrap();
+    assert!(!v.passing);
+    assert!(v.summary.contains("timed out"), "{}", v.summary);
+}
+
+#[test]
+fn a_gate_built_against_api_0_1_runs_through_the_frozen_binding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    let manifest = |api: &str, name: &str| {
+        format!(
+            "name = \"{name}\"\nversion = \"0.1.0\"\nkind = \"gate\"\napi = \"{api}\"\ncomponent = \"legacy_gate_v0_1.wasm\"\n"
+        )
+    };
+    for (name, api) in [("legacy", "0.1.0"), ("legacy-claims-0-2", "0.2.0")] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(
+            plugins().join("legacy-gate-v0-1/legacy_gate_v0_1.wasm"),
+            d.join("legacy_gate_v0_1.wasm"),
+        )
+        .unwrap();
+        std::fs::write(d.join("plugin.toml"), manifest(api, name)).unwrap();
+    }
+    let (loaded, errors) = load(&dir, tmp.path(), "", &[]);
+    // Declaring the current API for a 0.1.0 component is a contract mismatch, named.
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0].to_string();
+    assert!(
+        matches!(errors[0], PluginLoadError::ContractMismatch { .. }),
+        "{e}"
+    );
+    assert!(
+        e.contains("legacy-claims-0-2") && e.contains("0.2.0"),
+        "{e}"
+    );
+
+    let legacy = find(&loaded, "legacy");
+    assert_eq!(legacy.api(), ApiVersion::V0_1);
+    let gate = legacy.wasm_gate().unwrap();
+    // 0.1.0 gates judged every check.
+    assert_eq!(gate.checks(), ["*"]);
+    let v = gate
+        .try_evaluate("tests", Some(0), false, "ok", &[])
+        .unwrap();
+    assert!(v.passing);
+    assert_eq!(v.summary, "legacy gate: exit 0");
+    // A timeout reaches a 0.1.0 gate as a missing exit code, as that contract had it.
+    let v = gate.try_evaluate("tests", Some(0), true, "", &[]).unwrap();
+    assert!(!v.passing);
+    assert_eq!(v.summary, "legacy gate: killed");
+}
+
+#[test]
+fn a_manifest_declaring_another_world_is_a_contract_mismatch() {
+    // A context-schema manifest on a tool component: the exports do not match.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    install(&dir, &["tool-outline"]);
+    let m = dir.join("tool-outline/plugin.toml");
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(
+        &m,
+        text.replace("kind = \"tool\"", "kind = \"context-schema\""),
+    )
+    .unwrap();
+    let (loaded, errors) = load(&dir, tmp.path(), "", &[]);
+    assert!(loaded.is_empty());
+    assert!(
+        matches!(&errors[0], PluginLoadError::ContractMismatch { kind, .. } if kind.to_string() == "context-schema"),
+        "{errors:?}"
+    );
+}
