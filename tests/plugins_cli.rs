@@ -269,6 +269,30 @@ fn plugins_list_shows_the_bundled_plugins() {
         assert!(line.contains(col), "{line}");
     }
 
+    // The built-ins every run loads are listed too, after the folders' plugins; the one
+    // a folder plugin of the same name replaces says so.
+    let source = |name: &str, src: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name && r["source"] == src)
+            .unwrap_or_else(|| panic!("no {src} {name}: {rows:#}"))
+            .clone()
+    };
+    assert_eq!(source("extract-cargo", "folder")["status"], "loaded");
+    assert_eq!(source("extract-cargo", "built-in")["status"], "replaced");
+    assert_eq!(
+        source("schema-fix-violation", "folder")["provides"],
+        serde_json::json!(["fix_violation"])
+    );
+    // Without folders: the 16 built-ins, all loaded.
+    let alone = af(tmp.path(), &["plugins", "list", "--json"], "").json();
+    let alone = alone.as_array().unwrap();
+    assert_eq!(alone.len(), 16, "{alone:#?}");
+    assert!(alone
+        .iter()
+        .all(|r| r["source"] == "built-in" && r["status"] == "loaded"));
+
     // The compiled components go to the cache runs use (`AGENTFORGE_CACHE_DIR`).
     let cache = tmp.path().join("cache");
     let out = Command::new(env!("CARGO_BIN_EXE_agentforge"))

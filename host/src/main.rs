@@ -710,9 +710,45 @@ struct PluginRow {
     capabilities: Vec<String>,
     loaded: Option<agentforge::plugins::LoadedPlugin>,
     error: Option<String>,
+    /// A built-in plugin (embedded in the host) rather than one of a folder.
+    builtin: bool,
+    /// A built-in replaced by a folder's plugin of the same name.
+    replaced: bool,
 }
 
 impl PluginRow {
+    /// A row for a built-in plugin; `replaced` when a folder has one of the same name.
+    fn builtin(p: agentforge::plugins::LoadedPlugin, replaced: bool) -> PluginRow {
+        let m = &p.manifest;
+        let mut capabilities = Vec::new();
+        if !m.capabilities.read.is_empty() {
+            capabilities.push("read".to_string());
+        }
+        if !m.capabilities.checks.is_empty() {
+            capabilities.push("checks".to_string());
+        }
+        PluginRow {
+            folder: PathBuf::from("built-in"),
+            name: Some(m.name.clone()),
+            kind: Some(m.kind_name.clone()),
+            version: Some(m.version.clone()),
+            description: Some(m.description.clone()),
+            capabilities,
+            loaded: Some(p),
+            error: None,
+            builtin: true,
+            replaced,
+        }
+    }
+
+    fn status(&self) -> &'static str {
+        match (&self.loaded, self.replaced) {
+            (_, true) => "replaced",
+            (Some(_), false) => "loaded",
+            (None, _) => "error",
+        }
+    }
+
     fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "name": self.name,
@@ -721,7 +757,8 @@ impl PluginRow {
             "description": self.description,
             "folder": self.folder,
             "capabilities": self.capabilities,
-            "status": if self.loaded.is_some() { "loaded" } else { "error" },
+            "status": self.status(),
+            "source": if self.builtin { "built-in" } else { "folder" },
             "error": self.error,
             "compiled": self.loaded.as_ref().map(|p| p.compiled),
             "api": self.loaded.as_ref().map(|p| p.manifest.api.clone()),
@@ -779,6 +816,8 @@ fn load_rows(dirs: &[PathBuf], cache: &Path) -> Result<Vec<PluginRow>, Failure> 
                 folder: folder.clone(),
                 loaded: None,
                 error: None,
+                builtin: false,
+                replaced: false,
             };
             match agentforge::plugins::load_plugin(&folder, cache) {
                 Ok(p) => {
@@ -853,22 +892,28 @@ fn plugin_dirs(g: &Global, flags: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
 fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
     let dirs = plugin_dirs(g, flags)?;
     let cache = PluginCache::for_workspace(g);
-    let rows = load_rows(&dirs, &cache.path)?;
+    let mut rows = load_rows(&dirs, &cache.path)?;
+    // The built-ins every run loads, after the folders' plugins (which replace them).
+    let (builtin, errors) = agentforge::plugins::load_builtin(
+        &cache.path,
+        &agentforge::plugins::LoadOptions::default(),
+    );
+    for e in &errors {
+        eprintln!("plugin error: built-in: {e}");
+    }
+    for p in builtin {
+        let replaced = rows
+            .iter()
+            .any(|r| r.loaded.as_ref().is_some_and(|q| q.name() == p.name()));
+        rows.push(PluginRow::builtin(p, replaced));
+    }
     if g.json {
         let v: Vec<_> = rows.iter().map(PluginRow::json).collect();
         println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
         return Ok(0);
     }
-    if dirs.is_empty() {
-        println!("no plugin folders: give --plugins DIR or set [plugins] dirs in agentforge.toml");
-        return Ok(0);
-    }
-    if rows.is_empty() {
-        println!("no plugins (folders with a plugin.toml) in the plugin folders");
-        return Ok(0);
-    }
     println!(
-        "{:<24} {:<14} {:<9} {:<7} {:<14} {:<24} FOLDER",
+        "{:<24} {:<14} {:<9} {:<8} {:<14} {:<24} SOURCE",
         "NAME", "KIND", "VERSION", "STATUS", "CAPABILITIES", "PROVIDES"
     );
     for r in &rows {
@@ -884,15 +929,11 @@ fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
             .filter(|c| !c.is_empty())
             .unwrap_or_else(|| "-".to_string());
         println!(
-            "{:<24} {:<14} {:<9} {:<7} {:<14} {:<24} {}",
+            "{:<24} {:<14} {:<9} {:<8} {:<14} {:<24} {}",
             r.name.as_deref().unwrap_or("?"),
             r.kind.as_deref().unwrap_or("?"),
             r.version.as_deref().unwrap_or("?"),
-            if r.loaded.is_some() {
-                "loaded"
-            } else {
-                "error"
-            },
+            r.status(),
             caps,
             provides,
             r.folder.display()
@@ -900,6 +941,11 @@ fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
         if let Some(e) = &r.error {
             println!("  error: {e}");
         }
+    }
+    if dirs.is_empty() {
+        println!(
+            "(no plugin folders: give --plugins DIR or set [plugins] dirs in agentforge.toml)"
+        );
     }
     Ok(0)
 }

@@ -444,8 +444,8 @@ pub fn load_dir_with(
         }
     };
     folders.sort();
-    for folder in folders {
-        match load_plugin_with(&folder, cache, opts) {
+    for loaded in in_parallel(&folders, |folder| load_plugin_with(folder, cache, opts)) {
+        match loaded {
             Ok(p) => match plugins.iter().find(|q| q.name() == p.name()) {
                 Some(q) => errors.push(PluginLoadError::Duplicate {
                     plugin: p.name().to_string(),
@@ -493,20 +493,58 @@ mod builtin {
 pub fn load_builtin(cache: &Path, opts: &LoadOptions) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
     let mut plugins = Vec::new();
     let mut errors = Vec::new();
-    for (folder, manifest, wasm) in builtin::BUILTIN_PLUGINS {
+    let load = |(folder, manifest, wasm): &(&str, &str, &[u8])| {
         let started = Instant::now();
         let dir = PathBuf::from(format!("builtin:{folder}"));
-        let loaded = Manifest::parse(manifest, &dir.join("plugin.toml")).and_then(|mut m| {
-            m.reuse_instance = true;
+        Manifest::parse(manifest, &dir.join("plugin.toml")).and_then(|mut m| {
+            // Trusted, so extractors and task types keep their instance (compiled
+            // regexes); gates and guards still get a fresh store per call.
+            let kind = m.kind()?;
+            m.reuse_instance = matches!(kind, PluginKind::Extractor | PluginKind::ContextSchema);
             let path = dir.join(&m.component);
             load_parts(&dir, m, wasm, &path, cache, opts, started)
-        });
+        })
+    };
+    for loaded in in_parallel(builtin::BUILTIN_PLUGINS, load) {
         match loaded {
             Ok(p) => plugins.push(p),
             Err(e) => errors.push(e),
         }
     }
     (plugins, errors)
+}
+
+/// `f` over `items` on up to one thread per core (loading is mostly compiling or
+/// deserializing code, which parallelizes), results in the order of `items`.
+fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if workers <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Where compiled components are cached by default: `$AGENTFORGE_CACHE_DIR`, else
