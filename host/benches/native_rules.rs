@@ -48,6 +48,10 @@ impl FactExtractor for CargoRules {
     }
 
     fn extract(&self, tool: &str, output: &str, _result: ActionResult, step: u64) -> Vec<Fact> {
+        // The plugin's libtest JSON pass: on text output, the same one substring search.
+        if output.contains("\"type\"") {
+            return json_facts(tool, output, step);
+        }
         let mut facts = Vec::new();
         let (mut passed, mut failed, mut seen) = (0u64, 0u64, false);
         for c in CARGO_RESULT.captures_iter(output) {
@@ -127,4 +131,44 @@ fn cut(s: &str, max: usize) -> String {
     } else {
         format!("{}…", s.chars().take(max).collect::<String>())
     }
+}
+
+/// libtest JSON events (the plugin's second pass), for outputs that have them.
+fn json_facts(tool: &str, output: &str, step: u64) -> Vec<Fact> {
+    let (mut passed, mut failed, mut suites) = (0u64, 0u64, 0usize);
+    let mut out = Vec::new();
+    for line in output.lines().map(str::trim) {
+        if !line.starts_with('{') {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        match (event["type"].as_str(), event["event"].as_str()) {
+            (Some("suite"), Some("ok" | "failed")) => {
+                suites += 1;
+                passed += event["passed"].as_u64().unwrap_or(0);
+                failed += event["failed"].as_u64().unwrap_or(0);
+            }
+            (Some("test"), Some("failed")) => {
+                let name = event["name"].as_str().unwrap_or("?");
+                out.push(fact(
+                    step,
+                    FactCategory::Error,
+                    format!("test {name} fails"),
+                    1.0,
+                    tool,
+                ));
+            }
+            _ => {}
+        }
+    }
+    if suites > 0 {
+        let summary = format!("{tool}: {passed} passed, {failed} failed");
+        out.insert(
+            0,
+            fact(step, FactCategory::Verification, summary, 1.0, tool),
+        );
+    }
+    out
 }
