@@ -332,3 +332,66 @@ fn a_manifest_declaring_another_world_is_a_contract_mismatch() {
         "{errors:?}"
     );
 }
+
+/// A run where the model misuses a tool plugin: arguments that do not fit its schema are
+/// an invalid reply fed back (the plugin is not called); a read outside the granted globs
+/// is the tool's failure, with the host's reason; then the task goes on.
+#[test]
+fn a_misused_tool_plugin_is_fed_back_not_fatal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, ws) = (tmp.path().join("plugins"), tmp.path().join("ws"));
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
+    std::fs::write(ws.join("secret.rs"), "fn key() {}\n").unwrap();
+    std::fs::write(
+        ws.join("agentforge.toml"),
+        "[plugins.grants.tool-outline]\nread = [\"src/**\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("task.yaml"),
+        "id: misuse\ntask_type: fix_violation\ngoal: g\ninputs:\n  violation:\n    file_path: src/lib.rs\nchecks:\n  - name: tests\n    command: \"true\"\n    kind: test\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("session.jsonl"),
+        concat!(
+            "{\"tool\":\"outline\",\"arguments\":{\"file\":\"src/lib.rs\"}}\n",
+            "{\"tool\":\"outline\",\"arguments\":{\"path\":\"secret.rs\"}}\n",
+            "{\"tool\":\"outline\",\"arguments\":{\"path\":\"src/lib.rs\"}}\n",
+            "{\"tool\":\"escalate\",\"arguments\":{\"reason\":\"done looking\"}}\n",
+        ),
+    )
+    .unwrap();
+    install(&dir, &["tool-outline"]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
+        .current_dir(&ws)
+        .args(["run", "task.yaml", "--replay", "session.jsonl", "--plugins"])
+        .arg(&dir)
+        .arg("--strict")
+        .env_remove("AGENTFORGE_FAULT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "escalated: {stderr}");
+    let log = std::fs::read_to_string(ws.join(".agentforge/tasks/misuse/actions.jsonl")).unwrap();
+    let recs: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let error = |i: usize| recs[i]["error"].as_str().unwrap_or("").to_string();
+    assert_eq!(recs[0]["result"], "failure");
+    assert!(
+        error(0).contains("missing required argument `path`"),
+        "{}",
+        recs[0]
+    );
+    assert_eq!(recs[1]["result"], "failure");
+    assert!(
+        error(1).contains("not in the globs the project grants"),
+        "{}",
+        recs[1]
+    );
+    assert_eq!(recs[2]["result"], "success", "{}", recs[2]);
+    assert_eq!(recs[3]["action"], "escalate");
+}

@@ -186,7 +186,7 @@ impl Runtime {
         // A folder's task type replaces the built-in one of that name: built-ins come
         // first, so a later plugin of the same task type wins over a built-in only.
         for p in plugins {
-            let builtin = p.dir.to_string_lossy().starts_with("builtin:");
+            let builtin = p.is_builtin();
             if let Some(x) = p.as_extractor() {
                 self.extractors.push(x);
             } else if let Some(g) = p.as_gate() {

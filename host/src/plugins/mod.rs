@@ -366,6 +366,11 @@ impl LoadedPlugin {
         Some(WasmTool::new(self.inner.clone(), info))
     }
 
+    /// Whether it is one of the host's built-in plugins ([`load_builtin`]).
+    pub fn is_builtin(&self) -> bool {
+        self.inner.builtin
+    }
+
     /// The API version the plugin was built against, as the host dispatches on it.
     pub fn api(&self) -> ApiVersion {
         self.inner.pre.api()
