@@ -395,3 +395,54 @@ fn a_misused_tool_plugin_is_fed_back_not_fatal() {
     assert_eq!(recs[2]["result"], "success", "{}", recs[2]);
     assert_eq!(recs[3]["action"], "escalate");
 }
+
+/// Seed 003's `block-tested-true` in a run: `finish_subtask` claiming `tested` is a state
+/// write the built-in guard plugin judges; without evidence it is refused and the
+/// subtask stays open, with evidence it is recorded.
+#[test]
+fn claiming_tested_without_evidence_is_refused_by_the_guard_plugin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
+    std::fs::write(
+        ws.join("task.yaml"),
+        "id: claims\ntask_type: fix_violation\ngoal: g\ninputs:\n  violation:\n    file_path: src/lib.rs\n  plan:\n    subtasks:\n      - Fix a\n      - Fix b\nchecks:\n  - name: tests\n    command: \"true\"\n    kind: test\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("session.jsonl"),
+        concat!(
+            "{\"tool\":\"read_file\",\"arguments\":{\"path\":\"src/lib.rs\"}}\n",
+            "{\"tool\":\"finish_subtask\",\"arguments\":{\"summary\":\"fixed a\",\"tested\":true}}\n",
+            "{\"tool\":\"finish_subtask\",\"arguments\":{\"summary\":\"fixed a\",\"tested\":true,\"evidence\":\"tests: 3 passed\"}}\n",
+            "{\"tool\":\"escalate\",\"arguments\":{\"reason\":\"stop here\"}}\n",
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
+        .current_dir(ws)
+        .args(["run", "task.yaml", "--replay", "session.jsonl"])
+        .env_remove("AGENTFORGE_FAULT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "escalated: {stderr}");
+    let log = std::fs::read_to_string(ws.join(".agentforge/tasks/claims/actions.jsonl")).unwrap();
+    let recs: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs[1]["action"], "finish_subtask");
+    assert_eq!(recs[1]["result"], "skipped", "{}", recs[1]);
+    assert!(
+        recs[1]["error"].as_str().unwrap().contains("evidence"),
+        "{}",
+        recs[1]
+    );
+    let first = |i: usize| recs[i]["state_after"]["focus"]["tasks"][0]["subtasks"][0].clone();
+    assert_eq!(first(1)["status"], "in_progress", "{}", first(1));
+    assert_eq!(recs[2]["result"], "success", "{}", recs[2]);
+    assert_eq!(first(2)["status"], "completed", "{}", first(2));
+    assert_eq!(first(2)["tested"], "tests: 3 passed");
+}

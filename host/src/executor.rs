@@ -327,7 +327,7 @@ pub struct Executor<'r> {
 enum Call {
     Builtin(Action),
     Plan(focus::PlanInput),
-    FinishSubtask(String),
+    FinishSubtask(focus::FinishSubtask),
 }
 
 /// Outcome of executing one action, before it is recorded.
@@ -940,10 +940,43 @@ impl<'r> Executor<'r> {
                     Err(err) => Executed::failure("plan rejected", err),
                 }
             }
-            Ok(Call::FinishSubtask(summary)) => {
+            Ok(Call::FinishSubtask(finish)) => {
                 state.consecutive_invalid = 0;
-                let moved = state.focus.complete_current(&summary);
-                Executed::new(ActionResult::Success, moved)
+                // Claiming `tested` writes a state field: the guards decide (seed 003's
+                // `block-tested-true`: not without evidence).
+                let decision = if finish.tested {
+                    let args = serde_json::json!({
+                        "field": "subtask.tested",
+                        "value": true,
+                        "evidence": finish.evidence,
+                    });
+                    self.rt
+                        .guards
+                        .check_write("subtask.tested", &args, &spec, &state)
+                } else {
+                    GuardDecision::Allow
+                };
+                match decision {
+                    GuardDecision::Deny(reason) => {
+                        feedback = Some(reason.clone());
+                        let mut e = Executed::new(
+                            ActionResult::Skipped,
+                            format!("refused: {}", cut(&reason, 160)),
+                        );
+                        e.error = Some(reason);
+                        e
+                    }
+                    decision => {
+                        if let GuardDecision::Warn(w) = decision {
+                            feedback = Some(format!("warning: {w}"));
+                        }
+                        if finish.tested {
+                            state.focus.mark_current_tested(&finish.evidence);
+                        }
+                        let moved = state.focus.complete_current(&finish.summary);
+                        Executed::new(ActionResult::Success, moved)
+                    }
+                }
             }
             Ok(Call::Builtin(action)) => {
                 state.consecutive_invalid = 0;

@@ -77,6 +77,10 @@ pub struct Subtask {
     /// Step numbers taken while this subtask was active.
     #[serde(default)]
     pub actions: Vec<u64>,
+    /// The evidence it was tested with, when `finish_subtask` claimed `tested` (a claim
+    /// the guards let through only with evidence: seed 003's `block-tested-true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tested: Option<String>,
 }
 
 /// A mid-level part of the goal.
@@ -284,6 +288,13 @@ impl FocusTree {
                     sub.actions.drain(..excess);
                 }
             }
+        }
+    }
+
+    /// Records on the active subtask that it is tested, with `evidence`.
+    pub fn mark_current_tested(&mut self, evidence: &str) {
+        if let Some((ti, si)) = self.current {
+            self.tasks[ti].subtasks[si].tested = Some(clip(evidence, MAX_NOTE_CHARS));
         }
     }
 
@@ -651,6 +662,7 @@ impl FocusTree {
             failures: 0,
             notes: Vec::new(),
             actions: Vec::new(),
+            tested: None,
         });
     }
 
@@ -992,6 +1004,14 @@ pub fn finish_subtask_tool_spec() -> ToolSpec {
                     "type": "string",
                     "description": "What was done, one line.",
                 },
+                "tested": {
+                    "type": "boolean",
+                    "description": "Claim the subtask is tested (needs `evidence`).",
+                },
+                "evidence": {
+                    "type": "string",
+                    "description": "What shows it is tested (the check and its result).",
+                },
             },
             "required": ["summary"],
             "additionalProperties": false,
@@ -1038,27 +1058,72 @@ pub fn parse_plan(arguments: &Value) -> Result<PlanInput, String> {
 }
 
 /// Parses the arguments of a `finish_subtask` call into its summary (trimmed).
-pub fn parse_finish_subtask(arguments: &Value) -> Result<String, String> {
+pub fn parse_finish_subtask(arguments: &Value) -> Result<FinishSubtask, String> {
     let args = object_arguments("finish_subtask", arguments)?;
-    if let Some(key) = args.keys().find(|k| *k != "summary") {
+    if let Some(key) = args
+        .keys()
+        .find(|k| !matches!(k.as_str(), "summary" | "tested" | "evidence"))
+    {
         return Err(format!(
-            "finish_subtask: unknown field `{key}` (allowed: `summary`); expected {{\"summary\": \"what was done\"}}"
+            "finish_subtask: unknown field `{key}` (allowed: `summary`, `tested`, `evidence`); expected {{\"summary\": \"what was done\"}}"
         ));
     }
-    match args.get("summary") {
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+    let summary = match args.get("summary") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
         Some(Value::String(_)) => {
-            Err("finish_subtask: `summary` is empty; say in one line what was done".to_string())
+            return Err(
+                "finish_subtask: `summary` is empty; say in one line what was done".to_string(),
+            )
         }
-        None | Some(Value::Null) => Err(
-            "finish_subtask: missing `summary`; expected {\"summary\": \"what was done\"}"
-                .to_string(),
-        ),
-        Some(other) => Err(format!(
-            "finish_subtask: `summary` must be a string, got {}",
-            json_type(other)
-        )),
-    }
+        None | Some(Value::Null) => {
+            return Err(
+                "finish_subtask: missing `summary`; expected {\"summary\": \"what was done\"}"
+                    .to_string(),
+            )
+        }
+        Some(other) => {
+            return Err(format!(
+                "finish_subtask: `summary` must be a string, got {}",
+                json_type(other)
+            ))
+        }
+    };
+    let tested = match args.get("tested") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(format!(
+                "finish_subtask: `tested` must be true or false, got {}",
+                json_type(other)
+            ))
+        }
+    };
+    let evidence = match args.get("evidence") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(other) => {
+            return Err(format!(
+                "finish_subtask: `evidence` must be a string, got {}",
+                json_type(other)
+            ))
+        }
+    };
+    Ok(FinishSubtask {
+        summary,
+        tested,
+        evidence,
+    })
+}
+
+/// A parsed `finish_subtask` call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishSubtask {
+    /// What was done.
+    pub summary: String,
+    /// Whether the model claims the subtask is tested.
+    pub tested: bool,
+    /// What shows it (may be empty; the guards decide whether a claim needs it).
+    pub evidence: String,
 }
 
 fn object_arguments(tool: &str, arguments: &Value) -> Result<Map<String, Value>, String> {
@@ -1880,7 +1945,21 @@ mod tests {
     fn parse_finish_subtask_reads_the_summary() {
         assert_eq!(
             parse_finish_subtask(&json!({"summary": " did it "})).unwrap(),
-            "did it"
+            FinishSubtask {
+                summary: "did it".into(),
+                tested: false,
+                evidence: String::new(),
+            }
+        );
+        let claimed =
+            parse_finish_subtask(&json!({"summary": "x", "tested": true, "evidence": " ok "}))
+                .unwrap();
+        assert!(claimed.tested);
+        assert_eq!(claimed.evidence, "ok");
+        assert!(
+            parse_finish_subtask(&json!({"summary": "x", "tested": "yes"}))
+                .unwrap_err()
+                .contains("`tested` must be true or false")
         );
         assert!(parse_finish_subtask(&json!({}))
             .unwrap_err()
@@ -1929,17 +2008,19 @@ mod tests {
                 any::<u32>(),
                 vec(text(), 0..3),
                 vec(any::<u64>(), 0..4),
+                proptest::option::of(text()),
             )
-                .prop_map(|(id, description, status, failures, notes, actions)| {
-                    Subtask {
+                .prop_map(
+                    |(id, description, status, failures, notes, actions, tested)| Subtask {
                         id,
                         description,
                         status,
                         failures,
                         notes,
                         actions,
-                    }
-                })
+                        tested,
+                    },
+                )
         }
 
         fn any_tree() -> impl Strategy<Value = FocusTree> {

@@ -27,6 +27,19 @@ pub trait Guard: Send + Sync {
     /// Decides on `action` of `task` (who acts: its type, its `role`) given the current
     /// state.
     fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision;
+
+    /// Decides on a write of the task's state the model asked for (`field`, e.g.
+    /// `subtask.tested`, with `arguments` `{"field", "value", "evidence"}`): seed 003's
+    /// hooks on state fields. Allowed unless the guard says otherwise.
+    fn check_write(
+        &self,
+        _field: &str,
+        _arguments: &serde_json::Value,
+        _task: &TaskSpec,
+        _state: &TaskState,
+    ) -> GuardDecision {
+        GuardDecision::Allow
+    }
 }
 
 /// Refuses actions the host has blocked (e.g. by the loop detector); blocks persist in
@@ -90,9 +103,24 @@ impl Guards {
 
     /// The first denial, else all warnings joined, else allow.
     pub fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision {
+        self.decide(|g| g.check(action, task, state))
+    }
+
+    /// [`Guard::check_write`] over every guard: the first denial, else all warnings.
+    pub fn check_write(
+        &self,
+        field: &str,
+        arguments: &serde_json::Value,
+        task: &TaskSpec,
+        state: &TaskState,
+    ) -> GuardDecision {
+        self.decide(|g| g.check_write(field, arguments, task, state))
+    }
+
+    fn decide(&self, ask: impl Fn(&dyn Guard) -> GuardDecision) -> GuardDecision {
         let mut warnings = Vec::new();
         for g in &self.list {
-            match g.check(action, task, state) {
+            match ask(g.as_ref()) {
                 GuardDecision::Allow => {}
                 GuardDecision::Warn(w) => warnings.push(format!("{}: {w}", g.name())),
                 deny @ GuardDecision::Deny(_) => return deny,

@@ -228,6 +228,30 @@ impl Guard for WasmGuard {
             &state_json,
         )
     }
+
+    fn check_write(
+        &self,
+        field: &str,
+        arguments: &Value,
+        task: &TaskSpec,
+        state: &TaskState,
+    ) -> GuardDecision {
+        let json = serde_json::to_string(task).and_then(|t| Ok((t, serde_json::to_string(state)?)));
+        match json {
+            // The WIT `check` sees a state write as the action `set_field`.
+            Ok((task_json, state_json)) => self.check_raw(
+                "set_field",
+                Some(field),
+                &arguments.to_string(),
+                &task_json,
+                &state_json,
+            ),
+            Err(e) => match self.inner.on_error {
+                OnError::Deny => GuardDecision::Deny(format!("guard input: {e}")),
+                OnError::Allow => GuardDecision::Warn(format!("guard input: {e}")),
+            },
+        }
+    }
 }
 
 /// An action's arguments as the model gave them (the tool's JSON object), for guards.
