@@ -46,6 +46,7 @@ fn main() {
         plugins.join("Cargo.lock"),
         plugins.join("sdk/src"),
         plugins.join("sdk/Cargo.toml"),
+        plugins.join(".cargo/config.toml"),
     ] {
         println!("cargo:rerun-if-changed={}", p.display());
     }
@@ -61,7 +62,14 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&plugins)
-        .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+        .args([
+            "build",
+            "--quiet",
+            "--locked",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+        ])
         .arg("--target-dir")
         .arg(&target);
     for name in BUILTINS {
@@ -93,6 +101,7 @@ fn main() {
         );
     }
 
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     let mut out = String::from(
         "/// The built-in plugins: (folder name, `plugin.toml`, component).\n\
          pub(crate) const BUILTIN_PLUGINS: &[(&str, &str, &[u8])] = &[\n",
@@ -102,11 +111,15 @@ fn main() {
         let wasm = target
             .join("wasm32-wasip2/release")
             .join(format!("{}.wasm", name.replace('-', "_")));
-        assert!(wasm.is_file(), "{} was not built", wasm.display());
+        // Embedded from OUT_DIR (this script's own output), not from the plugins' target
+        // folder, which another build may rewrite or a cache may lack.
+        let embedded = out_dir.join(format!("{}.wasm", name.replace('-', "_")));
+        std::fs::copy(&wasm, &embedded)
+            .unwrap_or_else(|e| panic!("{} was not built ({e})", wasm.display()));
         out.push_str(&format!(
             "    ({name:?}, include_str!({:?}), include_bytes!({:?})),\n",
             path_str(&manifest),
-            path_str(&wasm)
+            path_str(&embedded)
         ));
     }
     out.push_str("];\n");

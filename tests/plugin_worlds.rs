@@ -310,6 +310,41 @@ fn a_gate_built_against_api_0_1_runs_through_the_frozen_binding() {
     let v = gate.try_evaluate("tests", Some(0), true, "", &[]).unwrap();
     assert!(!v.passing);
     assert_eq!(v.summary, "legacy gate: killed");
+
+    // In a run, the old `*` gate takes over every check from the built-in `*` gate (it
+    // does not clash with it), and judges the task's check.
+    std::fs::remove_dir_all(dir.join("legacy-claims-0-2")).unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
+    std::fs::write(
+        ws.join("task.yaml"),
+        "id: old\ntask_type: fix_violation\ngoal: g\ninputs:\n  violation:\n    file_path: src/lib.rs\nchecks:\n  - name: lint\n    command: \"true\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("session.jsonl"),
+        "{\"tool\":\"run_check\",\"arguments\":{}}\n{\"tool\":\"escalate\",\"arguments\":{\"reason\":\"r\"}}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
+        .current_dir(&ws)
+        .args([
+            "run",
+            "task.yaml",
+            "--replay",
+            "session.jsonl",
+            "--strict",
+            "--plugins",
+        ])
+        .arg(&dir)
+        .env_remove("AGENTFORGE_FAULT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let state = std::fs::read_to_string(ws.join(".agentforge/tasks/old/state.yaml")).unwrap();
+    assert!(state.contains("legacy gate: exit 0"), "{state}");
 }
 
 #[test]
@@ -445,4 +480,53 @@ fn claiming_tested_without_evidence_is_refused_by_the_guard_plugin() {
     assert_eq!(recs[2]["result"], "success", "{}", recs[2]);
     assert_eq!(first(2)["status"], "completed", "{}", first(2));
     assert_eq!(first(2)["tested"], "tests: 3 passed");
+}
+
+/// `run-check` is bounded per call: the check's time does not count against the plugin's
+/// deadline, so a plugin may start at most 8 checks in one call.
+#[test]
+fn a_plugin_cannot_start_checks_without_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    let d = dir.join("hostile-checks");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(
+        plugins().join("hostile/hostile.wasm"),
+        d.join("hostile.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("plugin.toml"),
+        "name = \"hostile-checks\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"hostile.wasm\"\n[capabilities]\nchecks = [\"*\"]\n",
+    )
+    .unwrap();
+    let ok = CheckSpec {
+        name: "ok".into(),
+        command: "true".into(),
+        kind: CheckKind::Check,
+        timeout_secs: None,
+    };
+    let (loaded, errors) = load(
+        &dir,
+        tmp.path(),
+        "[grants.hostile-checks]\nchecks = [\"ok\"]\n",
+        &[ok],
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let x = find(&loaded, "hostile-checks").wasm_extractor().unwrap();
+    let facts = x
+        .try_extract("checks:20:ok", "", ActionResult::Success, 1)
+        .unwrap();
+    assert!(
+        facts[0].statement.starts_with(
+            "ran 8; last error: run-check `ok` refused: a call may run at most 8 checks"
+        ),
+        "{}",
+        facts[0].statement
+    );
+    // The next call starts afresh.
+    let facts = x
+        .try_extract("checks:2:ok", "", ActionResult::Success, 2)
+        .unwrap();
+    assert_eq!(facts[0].statement, "ran 2; last error:");
 }

@@ -168,21 +168,39 @@ impl Runtime {
             from_folders.extend(loaded);
         }
         let (builtin, errors) = load_builtin(&cache, &opts);
-        if let Some(e) = errors.first() {
-            return Err(format!("built-in plugin: {e}"));
+        if !errors.is_empty() {
+            let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+            return Err(format!("built-in plugins: {}", all.join("; ")));
         }
         let mut all: Vec<_> = builtin
             .into_iter()
             .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))
             .collect();
         all.extend(from_folders);
-        self.install(all)?;
+        warnings.extend(self.install(all)?);
         Ok(warnings)
     }
 
-    /// Wires loaded plugins into the run (see [`Runtime::load_plugins`]).
-    fn install(&mut self, plugins: Vec<crate::plugins::LoadedPlugin>) -> Result<(), String> {
+    /// Wires loaded plugins into the run (see [`Runtime::load_plugins`]). Returns the
+    /// errors of task types skipped for an invalid phase graph.
+    fn install(
+        &mut self,
+        plugins: Vec<crate::plugins::LoadedPlugin>,
+    ) -> Result<Vec<String>, String> {
         let mut schemas: Vec<crate::plugins::WasmSchema> = Vec::new();
+        // A folder's gate takes over the checks it names from the built-in gates (a
+        // folder `*` gate replaces the built-in `*` one); two folder gates on one check
+        // stay an error.
+        let folder_claims: Vec<String> = plugins
+            .iter()
+            .filter(|p| !p.is_builtin() && p.kind() == crate::plugins::PluginKind::Gate)
+            .flat_map(|p| p.claims())
+            .collect();
+        let plugins = plugins.into_iter().filter(|p| {
+            !(p.is_builtin()
+                && p.kind() == crate::plugins::PluginKind::Gate
+                && p.claims().iter().any(|c| folder_claims.contains(c)))
+        });
         // A folder's task type replaces the built-in one of that name: built-ins come
         // first, so a later plugin of the same task type wins over a built-in only.
         for p in plugins {
@@ -223,13 +241,14 @@ impl Runtime {
         let tool_names: Vec<String> = self.tools.iter().map(|t| t.name().to_string()).collect();
         let mut actions: Vec<&str> = crate::schemas::BUILTIN_ACTIONS.to_vec();
         actions.extend(tool_names.iter().map(String::as_str));
+        let mut skipped = Vec::new();
         for s in schemas {
             let plugin = s.plugin().to_string();
-            self.schemas
-                .register_with(Box::new(s), &actions)
-                .map_err(|e| format!("plugin `{plugin}`: {e}"))?;
+            if let Err(e) = self.schemas.register_with(Box::new(s), &actions) {
+                skipped.push(format!("plugin `{plugin}`: {e}"));
+            }
         }
-        Ok(())
+        Ok(skipped)
     }
 
     /// Creates a task's folder from its spec, validating the task type and checks first.
@@ -379,6 +398,15 @@ impl<'r> Executor<'r> {
     /// The task folder.
     pub fn dir(&self) -> &TaskDir {
         &self.dir
+    }
+
+    /// What plugins' `run-check` may run while this task's step runs: its checks (none
+    /// when it has none, never a previous task's).
+    fn declare_checks(&self, spec: &TaskSpec) {
+        let checks = self.rt.checks_for(spec).unwrap_or_default();
+        self.rt
+            .declared_checks
+            .set(&checks, self.rt.config.command_limits());
     }
 
     /// Repairs the folder after a crash: a torn log line, a lagging `state.yaml`, and
@@ -626,6 +654,7 @@ impl<'r> Executor<'r> {
         let mut state = self.dir.load_state()?;
         state.focus.repair();
         let spec = self.dir.spec()?;
+        self.declare_checks(&spec);
         let schema = self.schema(&spec.task_type)?;
         let step = state.step + 1;
         let view = schema.phase_graph().actions_view(
@@ -837,12 +866,7 @@ impl<'r> Executor<'r> {
         let started = Instant::now();
         let schema = self.schema(&spec.task_type)?;
         let phase_before = state.phase.clone();
-        // What plugins' `run-check` may run during this step: this task's checks.
-        if let Ok(checks) = self.rt.checks_for(&spec) {
-            self.rt
-                .declared_checks
-                .set(&checks, self.rt.config.command_limits());
-        }
+        self.declare_checks(&spec);
         let max_invalid = self.rt.config.limits.max_invalid_replies;
 
         // Classify the reply; a bad answer is an expected event fed back to the next step.

@@ -24,6 +24,11 @@ pub trait FactExtractor: Send + Sync {
     fn name(&self) -> &str;
     /// Extracts facts; an empty list means no rule matched.
     fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact>;
+    /// Whether it names `tool` explicitly (not through `*`): only those read an action's
+    /// result (see [`Extractors::extract_action`]).
+    fn names(&self, _tool: &str) -> bool {
+        false
+    }
 }
 
 /// The extractors of a run, tried in order.
@@ -83,7 +88,22 @@ impl Extractors {
         result: ActionResult,
         step: u64,
     ) -> Vec<Fact> {
-        let mut facts = self.matching(action, text, result, step);
+        // Only extractors naming the action: a `*` extractor (test output rules) would
+        // read quoted file content in an edit's error as a test run.
+        let mut facts: Vec<Fact> = Vec::new();
+        for f in self
+            .list
+            .iter()
+            .filter(|e| e.names(action))
+            .flat_map(|e| e.extract(action, text, result, step))
+        {
+            if !facts
+                .iter()
+                .any(|o| o.category == f.category && o.statement == f.statement)
+            {
+                facts.push(f);
+            }
+        }
         for (i, f) in facts.iter_mut().enumerate() {
             f.id = format!("f{step}-a{}", i + 1);
         }

@@ -68,6 +68,18 @@ pub enum PromptError {
     },
 }
 
+/// Fuel for rendering one template (minijinja instructions): plenty for a prompt, and a
+/// bound on a template (a plugin's) that loops.
+const TEMPLATE_FUEL: u64 = 200_000;
+
+/// Whether `source` compiles as a template (the message says where it does not).
+pub fn check_template(source: &str) -> Result<(), String> {
+    let mut env = minijinja::Environment::new();
+    env.add_template_owned("t", source.to_string())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// The prompt templates of a run.
 #[derive(Debug, Clone, Default)]
 pub struct Prompts {
@@ -124,6 +136,8 @@ impl Prompts {
             })?;
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        // Templates may come from task-type plugins: rendering is bounded like a call.
+        env.set_fuel(Some(TEMPLATE_FUEL));
         let render_err = |e: minijinja::Error| PromptError::Render {
             name: name.clone(),
             message: e.to_string(),

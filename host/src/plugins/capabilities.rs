@@ -198,7 +198,16 @@ impl ReadAccess {
                 meta.len()
             )));
         }
-        let bytes = std::fs::read(&abs).map_err(|e| refuse(e.to_string()))?;
+        // Read at most the cap: the file may grow after the size check.
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(&abs).map_err(|e| refuse(e.to_string()))?,
+                MAX_READ_BYTES,
+            ),
+            &mut bytes,
+        )
+        .map_err(|e| refuse(e.to_string()))?;
         String::from_utf8(bytes).map_err(|_| refuse(format!("`{rel}` is not UTF-8 text")))
     }
 }

@@ -553,19 +553,23 @@ fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec
 }
 
 /// Where compiled components are cached by default: `$AGENTFORGE_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/agentforge/plugins`, else `~/.cache/agentforge/plugins`, else the
-/// temporary folder. Entries are keyed by content and engine, so one cache serves every
-/// project and version safely.
+/// `$XDG_CACHE_HOME/agentforge/plugins`, else `$HOME/.cache/agentforge/plugins` (absolute
+/// paths only), else a per-user folder in the temporary folder. Entries are keyed by
+/// content and engine, so one cache serves every project and version; a folder that is
+/// not this user's alone is not used (see the runtime).
 pub fn default_cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("AGENTFORGE_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
+    let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(d) = absolute(std::env::var_os("AGENTFORGE_CACHE_DIR")) {
+        return d;
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("agentforge/plugins")
+    absolute(std::env::var_os("XDG_CACHE_HOME"))
+        .or_else(|| absolute(std::env::var_os("HOME")).map(|h| h.join(".cache")))
+        .map(|base| base.join("agentforge/plugins"))
+        .unwrap_or_else(|| {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::geteuid() };
+            std::env::temp_dir().join(format!("agentforge-{uid}/plugins"))
+        })
 }
 
 /// Loads a plugin from its parsed manifest and component bytes.
@@ -675,12 +679,20 @@ fn load_parts(
             .filter(|_| !granted_globs.is_empty())
             .cloned()
             .collect(),
+        // Names both sides allow: a requested `*` is narrowed to the granted names.
         checks: manifest
             .capabilities
             .checks
             .iter()
-            .filter(|c| grant.checks.iter().any(|g| g == "*" || g == *c))
-            .cloned()
+            .flat_map(|c| {
+                if c == "*" {
+                    grant.checks.clone()
+                } else if grant.checks.iter().any(|g| g == "*" || g == c) {
+                    vec![c.clone()]
+                } else {
+                    Vec::new()
+                }
+            })
             .collect(),
     };
     let mut config = manifest.config.clone();
@@ -735,24 +747,8 @@ fn load_parts(
                 })?,
             };
         }
-        PluginKind::ContextSchema => {
-            inner.schema =
-                Some(
-                    task_types::describe(&inner).map_err(|message| PluginLoadError::Invalid {
-                        plugin: inner.name.clone(),
-                        message,
-                    })?,
-                );
-        }
-        PluginKind::Tool => {
-            inner.tool =
-                Some(
-                    tools::describe(&inner).map_err(|message| PluginLoadError::Invalid {
-                        plugin: inner.name.clone(),
-                        message,
-                    })?,
-                );
-        }
+        PluginKind::ContextSchema => inner.schema = Some(task_types::describe(&inner)?),
+        PluginKind::Tool => inner.tool = Some(tools::describe(&inner)?),
         PluginKind::Guard => {}
     }
     Ok(LoadedPlugin {
@@ -1017,6 +1013,10 @@ impl WasmExtractor {
 impl FactExtractor for WasmExtractor {
     fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    fn names(&self, tool: &str) -> bool {
+        self.inner.handles.iter().any(|h| h == tool)
     }
 
     fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {

@@ -79,7 +79,13 @@ pub(crate) struct CallState {
     /// When the call's wall-clock deadline passes; pushed back by the time the host
     /// spends running a check for the plugin.
     deadline_at: Instant,
+    /// `run-check` calls made in this call (bounded by [`MAX_CHECK_RUNS`]).
+    checks_run: u32,
 }
+
+/// Most `run-check` calls in one plugin call: the time of a check does not count against
+/// the plugin's deadline, so the number of checks it may start is bounded instead.
+pub(crate) const MAX_CHECK_RUNS: u32 = 8;
 
 /// A plugin's host-side grants and configuration, shared by all its calls.
 #[derive(Default)]
@@ -151,6 +157,14 @@ impl v0_2::host::Host for CallState {
     }
 
     fn run_check(&mut self, name: String) -> Result<v0_2::types::CheckRun, String> {
+        if self.checks_run >= MAX_CHECK_RUNS {
+            let e = format!(
+                "run-check `{name}` refused: a call may run at most {MAX_CHECK_RUNS} checks"
+            );
+            self.push_log(format!("host: {e}"));
+            return Err(e);
+        }
+        self.checks_run += 1;
         let started = Instant::now();
         let result = match &self.access.checks {
             Some(access) => access.run(&name),
@@ -248,6 +262,7 @@ pub(crate) fn new_store(limits: &Limits, access: Arc<Access>) -> (Store<CallStat
             logs: Vec::new(),
             access,
             deadline_at: Instant::now(),
+            checks_run: 0,
         },
     );
     store.limiter(|s| &mut s.limiter);
@@ -272,6 +287,7 @@ pub(crate) fn arm(store: &mut Store<CallState>, limits: &Limits) {
         .expect("fuel is enabled on the engine");
     store.set_epoch_deadline(1);
     store.data_mut().deadline_at = Instant::now() + limits.deadline;
+    store.data_mut().checks_run = 0;
     store.data_mut().limiter.refused = None;
     store.data_mut().logs.clear();
 }
@@ -357,6 +373,11 @@ pub(crate) fn load_component(
     let digest = Sha256::digest(wasm);
     let key: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     let path = cache.join(format!("{key}-{:016x}.cwasm", compat.finish()));
+    // Entries are native code: only a folder this user owns and nobody else can write
+    // is used at all (a planted entry would run inside the host).
+    if !private_folder(cache) {
+        return Ok((Arc::new(Component::new(engine, wasm)?), true));
+    }
     // Read into memory rather than `deserialize_file` (mmap): another process rewriting
     // or truncating a mapped entry would crash this one with SIGBUS.
     if let Ok(bytes) = std::fs::read(&path) {
@@ -373,9 +394,13 @@ pub(crate) fn load_component(
     }
     let component = Component::new(engine, wasm)?;
     // The cache is an optimisation: failing to write it only costs the next start.
-    if std::fs::create_dir_all(cache).is_ok() {
+    {
         if let Ok(bytes) = component.serialize() {
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            // Unique per process and per loader thread: two threads may compile the
+            // same component (identical plugins under two names) at once.
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
             if std::fs::write(&tmp, bytes).is_ok() {
                 let _ = std::fs::rename(&tmp, &path);
             }
@@ -384,9 +409,40 @@ pub(crate) fn load_component(
     Ok((Arc::new(component), true))
 }
 
+/// Creates `dir` (mode 0700) if needed; whether it is owned by this user and writable
+/// by nobody else.
+fn private_folder(dir: &Path) -> bool {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    match std::fs::metadata(dir) {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        Ok(m) => m.is_dir() && m.uid() == unsafe { libc::geteuid() } && m.mode() & 0o022 == 0,
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_folder_others_can_write_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let own = tmp.path().join("own/plugins");
+        assert!(private_folder(&own));
+        assert_eq!(
+            std::fs::metadata(&own).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let shared = tmp.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(!private_folder(&shared));
+    }
 
     #[test]
     fn panic_message_is_read_from_stderr() {

@@ -10,13 +10,18 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::bindings::v0_2::schema::CurrentState;
-use super::{output, wrong_instance, Inner, Instance, PluginError, MAX_RETURN_BYTES};
+use super::{
+    output, wrong_instance, Inner, Instance, PluginError, PluginLoadError, MAX_RETURN_BYTES,
+};
 use crate::context::Budgets;
 use crate::phases::PhaseGraph;
 use crate::schemas::{numbered_file, ContextSchema};
 use crate::state_store::TaskState;
 use crate::task::TaskSpec;
 use crate::tools::Workspace;
+
+/// Most workspace files one `build` may have inserted (the section is budgeted anyway).
+const MAX_FILES: usize = 16;
 
 /// A context schema's description, validated.
 #[derive(Debug, Clone)]
@@ -32,44 +37,52 @@ pub(crate) struct SchemaInfo {
 /// Asks the plugin for its description and checks its shape: a task type name, known
 /// budget keys whose sum fits, a phase graph in the host's shape (whether its actions
 /// exist is checked when it is registered, when the tools are known), template names.
-pub(super) fn describe(inner: &Inner) -> Result<SchemaInfo, String> {
+pub(super) fn describe(inner: &Inner) -> Result<SchemaInfo, PluginLoadError> {
+    let invalid = |message: String| PluginLoadError::Invalid {
+        plugin: inner.name.clone(),
+        message,
+    };
     let d = inner
         .call(|x, s| match x {
             Instance::Schema(x) => x.call_describe(s),
             _ => Err(wrong_instance()),
         })
-        .map_err(|e| e.cause.to_string())?;
+        .map_err(PluginLoadError::Call)?;
     if d.name.is_empty()
         || !d
             .name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
     {
-        return Err(format!(
+        return Err(invalid(format!(
             "task type name `{}` must be lowercase letters, digits and `_`",
             d.name
-        ));
+        )));
     }
     let graph: PhaseGraph = serde_json::from_str(&d.phase_graph_json).map_err(|e| {
-        format!(
+        invalid(format!(
             "task type `{}`: the phase graph JSON does not fit the host's shape (docs/plugins.md): {e}",
             d.name
-        )
+        ))
     })?;
     let mut budgets = Budgets::default();
     budgets
         .apply(&d.budgets)
-        .map_err(|e| format!("task type `{}`: budgets: {e}", d.name))?;
+        .map_err(|e| invalid(format!("task type `{}`: budgets: {e}", d.name)))?;
     budgets
         .validate()
-        .map_err(|e| format!("task type `{}`: budgets: {e}", d.name))?;
+        .map_err(|e| invalid(format!("task type `{}`: budgets: {e}", d.name)))?;
     for t in &d.prompts {
         if !t.name.ends_with(".j2") || t.name.contains('/') {
-            return Err(format!(
+            return Err(invalid(format!(
                 "task type `{}`: prompt template name `{}` must be `<task_type>.<phase>.j2` or `<phase>.j2`",
                 d.name, t.name
-            ));
+            )));
         }
+        // A template that does not compile is the plugin's error, found now rather than
+        // at every step.
+        crate::prompts::check_template(&t.source)
+            .map_err(|e| invalid(format!("task type `{}`: template {}: {e}", d.name, t.name)))?;
     }
     Ok(SchemaInfo {
         name: d.name,
@@ -145,8 +158,25 @@ impl WasmSchema {
                 self.inner.name
             ));
         }
+        if built.files.len() > MAX_FILES {
+            return Err(format!(
+                "schema plugin `{}`: `build` asked for {} files, more than the {MAX_FILES} a section may show",
+                self.inner.name,
+                built.files.len()
+            ));
+        }
         for f in built.files {
-            let content = numbered_file(ws, &f.path).map_or(Value::Null, Value::String);
+            // A file larger than a plugin may read is named, not shown.
+            let size = ws
+                .resolve(&f.path)
+                .ok()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map_or(0, |m| m.len());
+            let content = if size > super::MAX_READ_BYTES {
+                Value::String(format!("(file too large to show: {size} bytes)"))
+            } else {
+                numbered_file(ws, &f.path).map_or(Value::Null, Value::String)
+            };
             insert_at(&mut value, &f.pointer, content).map_err(|e| {
                 format!(
                     "schema plugin `{}`: file `{}` at `{}`: {e}",

@@ -11,14 +11,17 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::wit::ActionResult as WitResult;
-use super::{output, wrong_instance, Inner, Instance, PluginError, MAX_RETURN_BYTES};
+use super::{
+    output, wrong_instance, Inner, Instance, PluginError, PluginLoadError, MAX_RETURN_BYTES,
+};
 use crate::providers::ToolSpec;
 use crate::schemas::builtin_action;
 use crate::state_store::ActionResult;
 use crate::tools::{ExtraTool, ToolOutcome};
 
 /// Names the host's own tools use besides the actions: a plugin may not take them.
-const RESERVED: &[&str] = &["plan", "finish_subtask", "invalid_reply"];
+/// `set_field` is how guards see a state write: a tool of that name would pass for one.
+const RESERVED: &[&str] = &["plan", "finish_subtask", "invalid_reply", "set_field"];
 
 /// A tool's description, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,49 +37,53 @@ pub struct ToolInfo {
 }
 
 /// Asks the plugin for its description and checks it.
-pub(super) fn describe(inner: &Inner) -> Result<ToolInfo, String> {
+pub(super) fn describe(inner: &Inner) -> Result<ToolInfo, PluginLoadError> {
+    let invalid = |message: String| PluginLoadError::Invalid {
+        plugin: inner.name.clone(),
+        message,
+    };
     let d = inner
         .call(|x, s| match x {
             Instance::Tool(x) => x.call_describe(s),
             _ => Err(wrong_instance()),
         })
-        .map_err(|e| e.cause.to_string())?;
+        .map_err(PluginLoadError::Call)?;
     let valid_name = d.name.len() <= 64
         && d.name.starts_with(|c: char| c.is_ascii_lowercase())
         && d.name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !valid_name {
-        return Err(format!(
+        return Err(invalid(format!(
             "tool name `{}` must be 1-64 lowercase letters, digits and `_`, starting with a letter",
             d.name
-        ));
+        )));
     }
     if builtin_action(&d.name).is_some() || RESERVED.contains(&d.name.as_str()) {
-        return Err(format!(
+        return Err(invalid(format!(
             "tool name `{}` is a built-in action; choose another name",
             d.name
-        ));
+        )));
     }
     let parameters: Value = serde_json::from_str(&d.parameters_json)
-        .map_err(|e| format!("tool `{}`: parameters are not JSON: {e}", d.name))?;
+        .map_err(|e| invalid(format!("tool `{}`: parameters are not JSON: {e}", d.name)))?;
     if parameters.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(format!(
+        return Err(invalid(format!(
             "tool `{}`: parameters must be a JSON schema with \"type\": \"object\"",
             d.name
-        ));
+        )));
     }
     if d.phases.is_empty() {
-        return Err(format!(
+        return Err(invalid(format!(
             "tool `{}`: `phases` is empty, so it would never be offered (use [\"*\"] for every phase)",
             d.name
-        ));
+        )));
     }
     if d.description.trim().is_empty() {
-        return Err(format!(
+        return Err(invalid(format!(
             "tool `{}`: the description is empty; the model needs it to know when to call it",
             d.name
-        ));
+        )));
     }
     Ok(ToolInfo {
         name: d.name,

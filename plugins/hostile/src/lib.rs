@@ -5,7 +5,9 @@
 //! recursion), `shout` (floods stderr), `flood` (returns megabytes of facts),
 //! `read:<path>` (asks the host for a file; the answer or the refusal becomes the fact).
 
-use agentforge_plugin_sdk::{export_extractor, fact, read_file, Category, Extractor, Fact, Input};
+use agentforge_plugin_sdk::{
+    export_extractor, fact, read_file, run_check, Category, Extractor, Fact, Input,
+};
 
 /// Recurses until the call stack runs out; `black_box` keeps it from becoming a loop.
 fn dive(depth: u64) -> u64 {
@@ -46,6 +48,25 @@ impl Extractor for Hostile {
             "flood" => (0..40_000)
                 .map(|i| fact(Category::Inference, format!("{i:0>100}"), "flood"))
                 .collect(),
+            // `checks:<n>:<name>`: asks the host to run check `name` n times.
+            tool if tool.starts_with("checks:") => {
+                let mut parts = tool["checks:".len()..].splitn(2, ':');
+                let n: u32 = parts.next().and_then(|n| n.parse().ok()).unwrap_or(1);
+                let name = parts.next().unwrap_or("");
+                let mut ran = 0;
+                let mut last_error = String::new();
+                for _ in 0..n {
+                    match run_check(name) {
+                        Ok(_) => ran += 1,
+                        Err(e) => last_error = e,
+                    }
+                }
+                vec![fact(
+                    Category::Inference,
+                    format!("ran {ran}; last error: {last_error}"),
+                    tool,
+                )]
+            }
             tool if tool.starts_with("read:") => {
                 let text = match read_file(&tool["read:".len()..]) {
                     Ok(text) => format!("read ok: {text}"),
