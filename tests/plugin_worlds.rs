@@ -530,3 +530,37 @@ fn a_plugin_cannot_start_checks_without_end() {
         .unwrap();
     assert_eq!(facts[0].statement, "ran 2; last error:");
 }
+
+/// A plugin blocking in a WASI clock wait (`sleep`) runs no guest code, so no epoch tick
+/// can interrupt it: the host cuts such waits at the call's deadline, and the call fails
+/// with the deadline instead of sleeping for ten minutes.
+#[test]
+fn a_sleeping_plugin_is_stopped_at_its_deadline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    let d = dir.join("hostile-sleep");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(
+        plugins().join("hostile/hostile.wasm"),
+        d.join("hostile.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("plugin.toml"),
+        "name = \"hostile-sleep\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"hostile.wasm\"\n[limits]\ndeadline_ms = 300\n",
+    )
+    .unwrap();
+    let (loaded, errors) = load(&dir, tmp.path(), "", &[]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let x = find(&loaded, "hostile-sleep").wasm_extractor().unwrap();
+    let started = std::time::Instant::now();
+    let e = x
+        .try_extract("sleep", "", ActionResult::Success, 1)
+        .unwrap_err();
+    assert!(
+        matches!(e.cause, agentforge::plugins::PluginFailure::Deadline { .. }),
+        "{e}"
+    );
+    // Not a timing assertion: the plugin asked for 600 s.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}

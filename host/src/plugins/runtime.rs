@@ -56,6 +56,7 @@ pub(crate) fn runtime() -> &'static Runtime {
         // All of WASI p2 is linked, but each store's context is empty: no preopened
         // directories, environment, arguments or sockets, so nothing ambient is reachable.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("link WASI");
+        bounded_clock_waits(&mut linker).expect("link the bounded clock waits");
         // The `host` interface of every supported API version: a plugin imports the one
         // it was built against.
         v0_2::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
@@ -64,6 +65,49 @@ pub(crate) fn runtime() -> &'static Runtime {
             .expect("link host 0.1");
         Runtime { engine, linker }
     })
+}
+
+/// Replaces WASI's monotonic-clock subscriptions with ones that end at the call's
+/// deadline: the deadline is enforced at epoch ticks, which only happen while guest code
+/// runs, so an unbounded wait in the host (a guest's `sleep`) would outlive it. A clamped
+/// wait returns at the deadline and the next tick traps the call.
+fn bounded_clock_waits(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::Host as Clock;
+    use wasmtime_wasi::p2::{DynPollable, IoImpl, WasiImpl};
+
+    /// The wait in nanoseconds, cut to what is left of the call's deadline (+1 ms).
+    fn clamp(state: &CallState, nanos: u64) -> u64 {
+        let left = state.deadline_at.saturating_duration_since(Instant::now());
+        let left = (left + Duration::from_millis(1)).as_nanos();
+        nanos.min(u64::try_from(left).unwrap_or(u64::MAX))
+    }
+
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.3")?;
+    clock.func_wrap(
+        "subscribe-duration",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>,
+         (nanos,): (u64,)|
+         -> anyhow::Result<(Resource<DynPollable>,)> {
+            let state = store.data_mut();
+            let nanos = clamp(state, nanos);
+            Ok((WasiImpl(IoImpl(state)).subscribe_duration(nanos)?,))
+        },
+    )?;
+    clock.func_wrap(
+        "subscribe-instant",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>,
+         (when,): (u64,)|
+         -> anyhow::Result<(Resource<DynPollable>,)> {
+            let state = store.data_mut();
+            let now = WasiImpl(IoImpl(&mut *state)).now()?;
+            let nanos = clamp(state, when.saturating_sub(now));
+            Ok((WasiImpl(IoImpl(state)).subscribe_duration(nanos)?,))
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
 }
 
 /// The store's data for one call.

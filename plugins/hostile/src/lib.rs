@@ -48,6 +48,11 @@ impl Extractor for Hostile {
             "flood" => (0..40_000)
                 .map(|i| fact(Category::Inference, format!("{i:0>100}"), "flood"))
                 .collect(),
+            // Blocks in a WASI clock wait (not guest code: no epoch tick interrupts it).
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(600));
+                vec![fact(Category::Inference, "slept", "sleep")]
+            }
             // `checks:<n>:<name>`: asks the host to run check `name` n times.
             tool if tool.starts_with("checks:") => {
                 let mut parts = tool["checks:".len()..].splitn(2, ':');
