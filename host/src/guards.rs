@@ -28,6 +28,12 @@ pub trait Guard: Send + Sync {
     /// state.
     fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision;
 
+    /// [`Guard::check`] with the task and state also as JSON, serialized once for all
+    /// the guards of a step (plugins take JSON).
+    fn check_with(&self, action: &Action, input: &GuardInput<'_>) -> GuardDecision {
+        self.check(action, input.task, input.state)
+    }
+
     /// Decides on a write of the task's state the model asked for (`field`, e.g.
     /// `subtask.tested`, with `arguments` `{"field", "value", "evidence"}`): seed 003's
     /// hooks on state fields. Allowed unless the guard says otherwise.
@@ -35,10 +41,43 @@ pub trait Guard: Send + Sync {
         &self,
         _field: &str,
         _arguments: &serde_json::Value,
-        _task: &TaskSpec,
-        _state: &TaskState,
+        _input: &GuardInput<'_>,
     ) -> GuardDecision {
         GuardDecision::Allow
+    }
+}
+
+/// The task and state a step's guards are asked about, with their JSON forms made on
+/// first use and shared by every guard.
+pub struct GuardInput<'a> {
+    /// The task.
+    pub task: &'a TaskSpec,
+    /// Its current state.
+    pub state: &'a TaskState,
+    json: std::sync::OnceLock<Result<(String, String), String>>,
+}
+
+impl<'a> GuardInput<'a> {
+    /// The input for `task` in `state`.
+    pub fn new(task: &'a TaskSpec, state: &'a TaskState) -> GuardInput<'a> {
+        GuardInput {
+            task,
+            state,
+            json: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// `(task JSON, state JSON)`, or why they could not be serialized.
+    pub fn json(&self) -> Result<(&str, &str), &str> {
+        let json = self.json.get_or_init(|| {
+            let task = serde_json::to_string(self.task).map_err(|e| e.to_string())?;
+            let state = serde_json::to_string(self.state).map_err(|e| e.to_string())?;
+            Ok((task, state))
+        });
+        match json {
+            Ok((t, s)) => Ok((t, s)),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -103,7 +142,8 @@ impl Guards {
 
     /// The first denial, else all warnings joined, else allow.
     pub fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision {
-        self.decide(|g| g.check(action, task, state))
+        let input = GuardInput::new(task, state);
+        self.decide(|g| g.check_with(action, &input))
     }
 
     /// [`Guard::check_write`] over every guard: the first denial, else all warnings.
@@ -114,7 +154,8 @@ impl Guards {
         task: &TaskSpec,
         state: &TaskState,
     ) -> GuardDecision {
-        self.decide(|g| g.check_write(field, arguments, task, state))
+        let input = GuardInput::new(task, state);
+        self.decide(|g| g.check_write(field, arguments, &input))
     }
 
     fn decide(&self, ask: impl Fn(&dyn Guard) -> GuardDecision) -> GuardDecision {

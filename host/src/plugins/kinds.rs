@@ -14,7 +14,7 @@ use super::{
 };
 use crate::commands::CommandOutput;
 use crate::gates::{Gate, GateVerdict};
-use crate::guards::{Guard, GuardDecision};
+use crate::guards::{Guard, GuardDecision, GuardInput};
 use crate::state_store::{Fact, TaskState};
 use crate::task::{CheckSpec, TaskSpec};
 use crate::tools::Action;
@@ -128,6 +128,14 @@ impl WasmGuard {
         self.inner.on_error
     }
 
+    /// The decision when the guard's input cannot even be made (`on_error` applies).
+    fn input_error(&self, e: &str) -> GuardDecision {
+        match self.inner.on_error {
+            OnError::Deny => GuardDecision::Deny(format!("guard input: {e}")),
+            OnError::Allow => GuardDecision::Warn(format!("guard input: {e}")),
+        }
+    }
+
     /// The plugin's decision on an action given as the WIT `check` takes it (tool name,
     /// target, arguments, task and state as JSON), or why the call failed. Used for
     /// actions the host has no [`Action`] for (e.g. a `set_field` write of a state field).
@@ -207,49 +215,37 @@ impl Guard for WasmGuard {
     }
 
     fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision {
-        let json = serde_json::to_string(task).and_then(|t| Ok((t, serde_json::to_string(state)?)));
-        let (task_json, state_json) = match json {
-            Ok(s) => s,
+        self.check_with(action, &GuardInput::new(task, state))
+    }
+
+    fn check_with(&self, action: &Action, input: &GuardInput<'_>) -> GuardDecision {
+        let (task_json, state_json) = match input.json() {
+            Ok(j) => j,
             // Cannot happen for a state that is written to disk every step; treated as
             // a failed call rather than a panic.
-            Err(e) => {
-                return match self.inner.on_error {
-                    OnError::Deny => GuardDecision::Deny(format!("guard input: {e}")),
-                    OnError::Allow => GuardDecision::Warn(format!("guard input: {e}")),
-                }
-            }
+            Err(e) => return self.input_error(e),
         };
         let args = action_arguments(action).to_string();
         self.check_raw(
             action.name(),
             action.target().as_deref(),
             &args,
-            &task_json,
-            &state_json,
+            task_json,
+            state_json,
         )
     }
 
-    fn check_write(
-        &self,
-        field: &str,
-        arguments: &Value,
-        task: &TaskSpec,
-        state: &TaskState,
-    ) -> GuardDecision {
-        let json = serde_json::to_string(task).and_then(|t| Ok((t, serde_json::to_string(state)?)));
-        match json {
+    fn check_write(&self, field: &str, arguments: &Value, input: &GuardInput<'_>) -> GuardDecision {
+        match input.json() {
             // The WIT `check` sees a state write as the action `set_field`.
             Ok((task_json, state_json)) => self.check_raw(
                 "set_field",
                 Some(field),
                 &arguments.to_string(),
-                &task_json,
-                &state_json,
+                task_json,
+                state_json,
             ),
-            Err(e) => match self.inner.on_error {
-                OnError::Deny => GuardDecision::Deny(format!("guard input: {e}")),
-                OnError::Allow => GuardDecision::Warn(format!("guard input: {e}")),
-            },
+            Err(e) => self.input_error(e),
         }
     }
 }
