@@ -60,6 +60,48 @@ fn load(
     load_dir_with(dir, &dir.join("cache"), &opts)
 }
 
+/// The hostile fixture installed in `dir` as extractor `name`, with `extra` manifest lines.
+fn install_hostile(dir: &Path, name: &str, extra: &str) {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(
+        plugins().join("hostile/hostile.wasm"),
+        d.join("hostile.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("plugin.toml"),
+        format!("name = \"{name}\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"hostile.wasm\"\n{extra}"),
+    )
+    .unwrap();
+}
+
+/// `agentforge run task.yaml --replay session.jsonl` in `ws` (with `--strict --plugins
+/// DIR` when given): the exit code and stderr.
+fn run_replay(ws: &Path, plugins_dir: Option<&Path>) -> (Option<i32>, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"));
+    cmd.current_dir(ws)
+        .args(["run", "task.yaml", "--replay", "session.jsonl"])
+        .env_remove("AGENTFORGE_FAULT");
+    if let Some(dir) = plugins_dir {
+        cmd.arg("--strict").arg("--plugins").arg(dir);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The records of task `id`'s `actions.jsonl` in `ws`.
+fn records(ws: &Path, id: &str) -> Vec<serde_json::Value> {
+    let log =
+        std::fs::read_to_string(ws.join(format!(".agentforge/tasks/{id}/actions.jsonl"))).unwrap();
+    log.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn find<'a>(loaded: &'a [LoadedPlugin], name: &str) -> &'a LoadedPlugin {
     loaded
         .iter()
@@ -327,22 +369,8 @@ fn a_gate_built_against_api_0_1_runs_through_the_frozen_binding() {
         "{\"tool\":\"run_check\",\"arguments\":{}}\n{\"tool\":\"escalate\",\"arguments\":{\"reason\":\"r\"}}\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
-        .current_dir(&ws)
-        .args([
-            "run",
-            "task.yaml",
-            "--replay",
-            "session.jsonl",
-            "--strict",
-            "--plugins",
-        ])
-        .arg(&dir)
-        .env_remove("AGENTFORGE_FAULT")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stderr) = run_replay(&ws, Some(&dir));
+    assert_eq!(code, Some(2), "{stderr}");
     let state = std::fs::read_to_string(ws.join(".agentforge/tasks/old/state.yaml")).unwrap();
     assert!(state.contains("legacy gate: exit 0"), "{state}");
 }
@@ -399,21 +427,9 @@ fn a_misused_tool_plugin_is_fed_back_not_fatal() {
     )
     .unwrap();
     install(&dir, &["tool-outline"]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
-        .current_dir(&ws)
-        .args(["run", "task.yaml", "--replay", "session.jsonl", "--plugins"])
-        .arg(&dir)
-        .arg("--strict")
-        .env_remove("AGENTFORGE_FAULT")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "escalated: {stderr}");
-    let log = std::fs::read_to_string(ws.join(".agentforge/tasks/misuse/actions.jsonl")).unwrap();
-    let recs: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (code, stderr) = run_replay(&ws, Some(&dir));
+    assert_eq!(code, Some(2), "escalated: {stderr}");
+    let recs = records(&ws, "misuse");
     let error = |i: usize| recs[i]["error"].as_str().unwrap_or("").to_string();
     assert_eq!(recs[0]["result"], "failure");
     assert!(
@@ -455,19 +471,9 @@ fn claiming_tested_without_evidence_is_refused_by_the_guard_plugin() {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
-        .current_dir(ws)
-        .args(["run", "task.yaml", "--replay", "session.jsonl"])
-        .env_remove("AGENTFORGE_FAULT")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "escalated: {stderr}");
-    let log = std::fs::read_to_string(ws.join(".agentforge/tasks/claims/actions.jsonl")).unwrap();
-    let recs: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (code, stderr) = run_replay(ws, None);
+    assert_eq!(code, Some(2), "escalated: {stderr}");
+    let recs = records(ws, "claims");
     assert_eq!(recs[1]["action"], "finish_subtask");
     assert_eq!(recs[1]["result"], "skipped", "{}", recs[1]);
     assert!(
@@ -488,18 +494,7 @@ fn claiming_tested_without_evidence_is_refused_by_the_guard_plugin() {
 fn a_plugin_cannot_start_checks_without_end() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("plugins");
-    let d = dir.join("hostile-checks");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::copy(
-        plugins().join("hostile/hostile.wasm"),
-        d.join("hostile.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        d.join("plugin.toml"),
-        "name = \"hostile-checks\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"hostile.wasm\"\n[capabilities]\nchecks = [\"*\"]\n",
-    )
-    .unwrap();
+    install_hostile(&dir, "hostile-checks", "[capabilities]\nchecks = [\"*\"]\n");
     let ok = CheckSpec {
         name: "ok".into(),
         command: "true".into(),
@@ -538,18 +533,7 @@ fn a_plugin_cannot_start_checks_without_end() {
 fn a_sleeping_plugin_is_stopped_at_its_deadline() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("plugins");
-    let d = dir.join("hostile-sleep");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::copy(
-        plugins().join("hostile/hostile.wasm"),
-        d.join("hostile.wasm"),
-    )
-    .unwrap();
-    std::fs::write(
-        d.join("plugin.toml"),
-        "name = \"hostile-sleep\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"hostile.wasm\"\n[limits]\ndeadline_ms = 300\n",
-    )
-    .unwrap();
+    install_hostile(&dir, "hostile-sleep", "[limits]\ndeadline_ms = 300\n");
     let (loaded, errors) = load(&dir, tmp.path(), "", &[]);
     assert!(errors.is_empty(), "{errors:?}");
     let x = find(&loaded, "hostile-sleep").wasm_extractor().unwrap();

@@ -32,6 +32,18 @@ use crate::task::{CheckKind, CheckSpec, TaskSpec};
 use crate::tools::{self, builtin_tool_specs, parse_action, Action, ExtraTool, Workspace};
 use crate::working_memory::{ItemKind, MemoryItem, WorkingMemory};
 
+/// A step a guard refused: skipped, with the reason as its error and as the feedback the
+/// next step shows.
+fn refused(reason: String, feedback: &mut Option<String>) -> Executed {
+    *feedback = Some(reason.clone());
+    let mut e = Executed::new(
+        ActionResult::Skipped,
+        format!("refused: {}", cut(&reason, 160)),
+    );
+    e.error = Some(reason);
+    e
+}
+
 /// The first line of `text`, cut for a one-line summary.
 fn first_line(text: &str) -> String {
     cut(
@@ -866,7 +878,6 @@ impl<'r> Executor<'r> {
         let started = Instant::now();
         let schema = self.schema(&spec.task_type)?;
         let phase_before = state.phase.clone();
-        self.declare_checks(&spec);
         let max_invalid = self.rt.config.limits.max_invalid_replies;
 
         // Classify the reply; a bad answer is an expected event fed back to the next step.
@@ -981,15 +992,7 @@ impl<'r> Executor<'r> {
                     GuardDecision::Allow
                 };
                 match decision {
-                    GuardDecision::Deny(reason) => {
-                        feedback = Some(reason.clone());
-                        let mut e = Executed::new(
-                            ActionResult::Skipped,
-                            format!("refused: {}", cut(&reason, 160)),
-                        );
-                        e.error = Some(reason);
-                        e
-                    }
+                    GuardDecision::Deny(reason) => refused(reason, &mut feedback),
                     decision => {
                         if let GuardDecision::Warn(w) = decision {
                             feedback = Some(format!("warning: {w}"));
@@ -1007,15 +1010,7 @@ impl<'r> Executor<'r> {
                 target = action.target();
                 exact_signature = Some(crate::guards::exact_signature(&action));
                 match self.rt.guards.check(&action, &spec, &state) {
-                    GuardDecision::Deny(reason) => {
-                        feedback = Some(reason.clone());
-                        let mut e = Executed::new(
-                            ActionResult::Skipped,
-                            format!("refused: {}", cut(&reason, 160)),
-                        );
-                        e.error = Some(reason);
-                        e
-                    }
+                    GuardDecision::Deny(reason) => refused(reason, &mut feedback),
                     decision => {
                         if let GuardDecision::Warn(w) = decision {
                             feedback = Some(format!("warning: {w}"));

@@ -73,8 +73,8 @@ impl Gate for CommandGate {
 
 /// The gates of a run, chosen per check.
 pub struct Gates {
-    /// Gates naming checks exactly, and at most one judging any check.
-    list: Vec<Box<dyn Gate>>,
+    /// Gates with the checks they name (asked once), and at most one judging any check.
+    list: Vec<(Vec<String>, Box<dyn Gate>)>,
     fallback: CommandGate,
 }
 
@@ -92,8 +92,8 @@ impl Gates {
     /// error naming both: which one decides would be an accident of load order.
     pub fn push(&mut self, gate: Box<dyn Gate>) -> Result<(), String> {
         let claims = gate.checks();
-        for other in &self.list {
-            if let Some(c) = other.checks().iter().find(|c| claims.contains(c)) {
+        for (other_claims, other) in &self.list {
+            if let Some(c) = other_claims.iter().find(|c| claims.contains(c)) {
                 let what = if c == "*" {
                     "both judge every check (`*`)".to_string()
                 } else {
@@ -106,23 +106,20 @@ impl Gates {
                 ));
             }
         }
-        self.list.push(gate);
+        self.list.push((claims, gate));
         Ok(())
     }
 
     /// The gate judging `check`.
     pub fn for_check(&self, check: &str) -> &dyn Gate {
-        let names = |g: &dyn Gate, n: &str| g.checks().iter().any(|c| c == n);
-        self.list
-            .iter()
-            .map(|g| g.as_ref())
-            .find(|g| names(*g, check))
-            .or_else(|| {
-                self.list
-                    .iter()
-                    .map(|g| g.as_ref())
-                    .find(|g| names(*g, "*"))
-            })
+        let naming = |n: &str| {
+            self.list
+                .iter()
+                .find(|(claims, _)| claims.iter().any(|c| c == n))
+                .map(|(_, g)| g.as_ref())
+        };
+        naming(check)
+            .or_else(|| naming("*"))
             .unwrap_or(&self.fallback)
     }
 
