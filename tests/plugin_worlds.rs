@@ -354,10 +354,15 @@ fn a_gate_built_against_api_0_1_runs_through_the_frozen_binding() {
     assert_eq!(v.summary, "legacy gate: killed");
 
     // In a run, the old `*` gate takes over every check from the built-in `*` gate (it
-    // does not clash with it), and judges the task's check.
+    // does not clash with it), and judges the task's check: the project says so.
     std::fs::remove_dir_all(dir.join("legacy-claims-0-2")).unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(
+        ws.join("agentforge.toml"),
+        "[plugins]\nreplace = [\"gate-command\"]\n",
+    )
+    .unwrap();
     std::fs::write(ws.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
     std::fs::write(
         ws.join("task.yaml"),

@@ -167,10 +167,14 @@ pub struct PromptsConfig {
 /// ```toml
 /// [plugins]
 /// dirs = ["plugins"]
+/// replace = ["gate-tests-pass"]       # built-in guards/gates a folder plugin may replace
+/// reuse_instance = ["extract-mytool"] # may keep one instance between calls
 /// [plugins.grants.lint-context]       # capabilities granted; the plugin gets those it
 /// read = ["src/**/*.rs"]              # also requests in its plugin.toml
 /// checks = ["tests"]                  # run-check: declared checks it may run
-/// [plugins.limits.gate-command]       # overrides the manifest's [limits]
+/// [plugins.limits]                    # ceilings for what a manifest's [limits] may ask
+/// memory_mib = 256                    # (defaults: 256 MiB, 2·10¹⁰ fuel, 10 000 ms)
+/// [plugins.limits.gate-command]       # the project's own limits for one plugin
 /// fuel = 100000000
 /// [plugins.on_error]                  # guards: what a failed call decides
 /// guard-tested-evidence = "allow"     # default "deny" (fail closed)
@@ -184,12 +188,20 @@ pub struct PluginsConfig {
     pub dirs: Vec<PathBuf>,
     /// Capabilities granted per plugin name.
     pub grants: std::collections::BTreeMap<String, crate::plugins::Capabilities>,
-    /// Limit overrides per plugin name (`memory_mib`, `fuel`, `deadline_ms`).
-    pub limits: std::collections::BTreeMap<String, crate::plugins::LimitsOverride>,
+    /// Ceilings for the limits a manifest may request, and the project's limits per
+    /// plugin name (`memory_mib`, `fuel`, `deadline_ms`).
+    pub limits: crate::plugins::ProjectLimits,
     /// Guards' failure effect per plugin name (`deny` or `allow`), over the manifest's.
     pub on_error: std::collections::BTreeMap<String, crate::plugins::OnError>,
     /// Configuration per plugin name, over the keys of the manifest's `[config]`.
     pub config: std::collections::BTreeMap<String, toml::Table>,
+    /// Built-in guards and gates that folder plugins may replace (by the built-in's
+    /// name): a folder plugin of that name, or a folder gate taking over checks the
+    /// built-in judges. Anything else that would replace one is refused.
+    pub replace: Vec<String>,
+    /// Folder plugins allowed to keep one instance between calls when their manifest
+    /// asks (`reuse_instance = true`); others get a fresh instance per call.
+    pub reuse_instance: Vec<String>,
 }
 
 /// Errors loading the configuration; each names the file or variable.

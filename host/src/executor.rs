@@ -184,6 +184,9 @@ impl Runtime {
             let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
             return Err(format!("built-in plugins: {}", all.join("; ")));
         }
+        let (from_folders, refused) =
+            crate::plugins::replacements(&builtin, from_folders, &self.config.plugins.replace);
+        warnings.extend(refused);
         let mut all: Vec<_> = builtin
             .into_iter()
             .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))

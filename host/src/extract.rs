@@ -90,20 +90,12 @@ impl Extractors {
     ) -> Vec<Fact> {
         // Only extractors naming the action: a `*` extractor (test output rules) would
         // read quoted file content in an edit's error as a test run.
-        let mut facts: Vec<Fact> = Vec::new();
-        for f in self
-            .list
-            .iter()
-            .filter(|e| e.names(action))
-            .flat_map(|e| e.extract(action, text, result, step))
-        {
-            if !facts
+        let mut facts = said_once(
+            self.list
                 .iter()
-                .any(|o| o.category == f.category && o.statement == f.statement)
-            {
-                facts.push(f);
-            }
-        }
+                .filter(|e| e.names(action))
+                .flat_map(|e| e.extract(action, text, result, step)),
+        );
         for (i, f) in facts.iter_mut().enumerate() {
             f.id = format!("f{step}-a{}", i + 1);
         }
@@ -112,22 +104,22 @@ impl Extractors {
 
     /// Every extractor's facts, each said once.
     fn matching(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {
-        let mut facts: Vec<Fact> = Vec::new();
-        for f in self
-            .list
-            .iter()
-            .flat_map(|e| e.extract(tool, output, result, step))
-        {
-            // Two extractors may both know a tool: say each thing once.
-            if !facts
+        // Two extractors may both know a tool: say each thing once.
+        said_once(
+            self.list
                 .iter()
-                .any(|o| o.category == f.category && o.statement == f.statement)
-            {
-                facts.push(f);
-            }
-        }
-        facts
+                .flat_map(|e| e.extract(tool, output, result, step)),
+        )
     }
+}
+
+/// The facts in order, each (category, statement) once. Linear: an extractor may
+/// return hundreds of thousands of facts within its output cap.
+fn said_once(facts: impl Iterator<Item = Fact>) -> Vec<Fact> {
+    let mut seen = std::collections::HashSet::new();
+    facts
+        .filter(|f| seen.insert((f.category, f.statement.clone())))
+        .collect()
 }
 
 fn cut(s: &str, max: usize) -> String {
@@ -163,17 +155,21 @@ fn fact(
 pub fn merge_facts(store: &mut Vec<Fact>, new: Vec<Fact>) {
     // A source that reports again (a check re-run) replaces everything it said before:
     // its old verification facts and its old errors.
-    let rerun: Vec<(String, u64)> = new
+    // The latest step each source reports at (a map: linear in the number of facts).
+    let mut rerun: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for f in new
         .iter()
         .filter(|f| matches!(f.category, FactCategory::Verification | FactCategory::Error))
-        .map(|f| (f.source.clone(), f.step))
-        .collect();
+    {
+        let step = rerun.entry(f.source.as_str()).or_insert(f.step);
+        *step = (*step).max(f.step);
+    }
     let mut replaced: Vec<Fact> = Vec::new();
     store.retain(|o| {
         let stale = matches!(o.category, FactCategory::Verification | FactCategory::Error)
             && rerun
-                .iter()
-                .any(|(src, step)| &o.source == src && o.step < *step);
+                .get(o.source.as_str())
+                .is_some_and(|step| o.step < *step);
         if stale {
             replaced.push(o.clone());
         }

@@ -17,6 +17,7 @@ pub mod phases;
 pub mod plugins;
 pub mod prompts;
 pub mod providers;
+pub mod sanitize;
 pub mod scaffold;
 pub mod schemas;
 pub mod state_store;

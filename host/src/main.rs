@@ -786,14 +786,12 @@ fn plugin_folders(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 
 /// Loads every plugin folder of `dirs`, one row each (broken ones with their error; a
 /// second plugin with a name already loaded is an error, as in a run).
-fn load_rows(dirs: &[PathBuf], cache: &Path) -> Result<Vec<PluginRow>, Failure> {
+fn load_rows(dirs: &[PathBuf], cache: &PluginCache) -> Result<Vec<PluginRow>, Failure> {
     let mut rows: Vec<PluginRow> = Vec::new();
     for dir in dirs {
         for folder in plugin_folders(dir)? {
             // Lenient read for the columns, even when the manifest does not validate.
-            let table: Option<toml::Table> = std::fs::read_to_string(folder.join("plugin.toml"))
-                .ok()
-                .and_then(|t| toml::from_str(&t).ok());
+            let table = agentforge::plugins::manifest_table(&folder);
             let field = |k: &str| {
                 table
                     .as_ref()
@@ -819,7 +817,7 @@ fn load_rows(dirs: &[PathBuf], cache: &Path) -> Result<Vec<PluginRow>, Failure> 
                 builtin: false,
                 replaced: false,
             };
-            match agentforge::plugins::load_plugin(&folder, cache) {
+            match agentforge::plugins::load_plugin_with(&folder, &cache.path, &cache.opts) {
                 Ok(p) => {
                     let first = rows
                         .iter()
@@ -850,12 +848,24 @@ fn load_rows(dirs: &[PathBuf], cache: &Path) -> Result<Vec<PluginRow>, Failure> 
 /// (`agentforge::plugins::default_cache_dir`), so a run after a check starts warm.
 struct PluginCache {
     path: PathBuf,
+    /// The project's workspace and `[plugins]` config (grants, ceilings, config), so
+    /// the authoring commands load plugins as a run would.
+    opts: agentforge::plugins::LoadOptions,
 }
 
 impl PluginCache {
-    fn for_workspace(_g: &Global) -> PluginCache {
+    fn for_workspace(g: &Global) -> PluginCache {
+        // A broken config is reported by `plugin_dirs`, which every caller runs first.
+        let config = Config::load(g.config.as_deref(), &g.workspace)
+            .map(|(c, _)| c.plugins)
+            .unwrap_or_default();
         PluginCache {
             path: agentforge::plugins::default_cache_dir(),
+            opts: agentforge::plugins::LoadOptions {
+                workspace: Workspace::new(&g.workspace).ok(),
+                config,
+                checks: Default::default(),
+            },
         }
     }
 }
@@ -892,12 +902,9 @@ fn plugin_dirs(g: &Global, flags: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
 fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
     let dirs = plugin_dirs(g, flags)?;
     let cache = PluginCache::for_workspace(g);
-    let mut rows = load_rows(&dirs, &cache.path)?;
+    let mut rows = load_rows(&dirs, &cache)?;
     // The built-ins every run loads, after the folders' plugins (which replace them).
-    let (builtin, errors) = agentforge::plugins::load_builtin(
-        &cache.path,
-        &agentforge::plugins::LoadOptions::default(),
-    );
+    let (builtin, errors) = agentforge::plugins::load_builtin(&cache.path, &cache.opts);
     for e in &errors {
         eprintln!("plugin error: built-in: {e}");
     }
@@ -960,7 +967,7 @@ fn plugins_check(g: &Global, dir: &Path) -> Result<u8, Failure> {
         )));
     }
     let cache = PluginCache::for_workspace(g);
-    let rows = load_rows(&[dir.to_path_buf()], &cache.path)?;
+    let rows = load_rows(&[dir.to_path_buf()], &cache)?;
     let broken = rows.iter().filter(|r| r.error.is_some()).count();
     let code = if broken > 0 || rows.is_empty() { 1 } else { 0 };
     if g.json {
@@ -1021,7 +1028,7 @@ fn extract_stdin(g: &Global, args: &ExtractArgs) -> Result<u8, Failure> {
         )));
     }
     let cache = PluginCache::for_workspace(g);
-    let rows = load_rows(&dirs, &cache.path)?;
+    let rows = load_rows(&dirs, &cache)?;
     let mut code = 0;
     for r in &rows {
         if let Some(e) = &r.error {
@@ -1038,22 +1045,18 @@ fn extract_stdin(g: &Global, args: &ExtractArgs) -> Result<u8, Failure> {
     let (tool, step) = (args.tool.as_str(), 1);
 
     let mut facts: Vec<(String, Fact)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut add = |extractor: &str, new: Vec<Fact>| {
         for f in new {
             // As in a run: a plugin and a native rule set may both know a tool.
-            if !facts
-                .iter()
-                .any(|(_, o)| o.category == f.category && o.statement == f.statement)
-            {
+            if seen.insert((f.category, f.statement.clone())) {
                 facts.push((extractor.to_string(), f));
             }
         }
     };
     if !args.no_builtin {
         // The built-in extractor plugins, unless a folder has a plugin of the same name.
-        let opts = agentforge::plugins::LoadOptions::default();
-        let (builtin, errors) =
-            agentforge::plugins::load_builtin(&agentforge::plugins::default_cache_dir(), &opts);
+        let (builtin, errors) = agentforge::plugins::load_builtin(&cache.path, &cache.opts);
         for e in &errors {
             eprintln!("plugin error: built-in: {e}");
             code = 1;

@@ -144,8 +144,48 @@ impl Prompts {
         };
         env.add_template_owned("t", text).map_err(render_err)?;
         let tmpl = env.get_template("t").map_err(render_err)?;
-        let out = tmpl.render(vars).map_err(render_err)?;
+        let mut out = CappedWriter::default();
+        if let Err(e) = tmpl.render_captured_to(vars, &mut out) {
+            return Err(if out.over {
+                PromptError::Render {
+                    name: name.clone(),
+                    message: format!(
+                        "renders more than {} KiB; a system prompt is a few KiB (is a loop or a repeat unbounded?)",
+                        MAX_PROMPT_BYTES >> 10
+                    ),
+                }
+            } else {
+                render_err(e)
+            });
+        }
+        let out = String::from_utf8_lossy(&out.bytes);
         Ok(out.trim_end().to_string())
+    }
+}
+
+/// Largest rendered system prompt: fuel bounds a template's instructions, not what one
+/// instruction writes (`{{ 'x' * 100000000 }}`), and the text is then tokenized whole.
+pub const MAX_PROMPT_BYTES: usize = 256 * 1024;
+
+/// Collects a rendering and fails the write that would go past [`MAX_PROMPT_BYTES`].
+#[derive(Default)]
+struct CappedWriter {
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for CappedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_PROMPT_BYTES {
+            self.over = true;
+            return Err(std::io::Error::other("prompt output cap reached"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -207,6 +247,24 @@ mod tests {
         std::fs::write(dir.path().join("analyze.j2"), "Custom {{ phase }}").unwrap();
         let p = Prompts::new(Some(dir.path()));
         assert_eq!(p.render(&vars("x", "analyze")).unwrap(), "Custom analyze");
+    }
+
+    #[test]
+    fn a_template_that_renders_too_much_is_an_error_not_an_abort() {
+        let bomb = "{% set line = 'x' * 1024 %}{% for a in range(64) %}{% for b in range(64) %}{% for c in range(64) %}{{ line }}{% endfor %}{% endfor %}{% endfor %}";
+        let schema = vec![("x.analyze.j2".to_string(), bomb.to_string())];
+        let e = Prompts::new(None)
+            .render_with(&vars("x", "analyze"), &schema)
+            .unwrap_err();
+        assert!(e.to_string().contains("renders more than 256 KiB"), "{e}");
+        let big = vec![(
+            "x.analyze.j2".to_string(),
+            "{{ 'y' * 100000000 }}".to_string(),
+        )];
+        let e = Prompts::new(None)
+            .render_with(&vars("x", "analyze"), &big)
+            .unwrap_err();
+        assert!(e.to_string().contains("renders more than"), "{e}");
     }
 
     #[test]

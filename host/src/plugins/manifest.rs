@@ -91,6 +91,95 @@ pub struct LimitsOverride {
     pub deadline_ms: Option<u64>,
 }
 
+/// `[plugins.limits]` in `agentforge.toml`: at the top, the ceilings a manifest's
+/// `[limits]` may ask for (a plugin author does not choose how much of the machine a
+/// plugin takes); below, `[plugins.limits.<name>]`, the project's own limits for one
+/// plugin. Plugin names never contain `_`, so the two cannot be confused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectLimits {
+    /// Ceilings for what manifests request.
+    pub ceiling: LimitsOverride,
+    /// The project's limits, by plugin name.
+    pub per_plugin: std::collections::BTreeMap<String, LimitsOverride>,
+}
+
+impl Default for ProjectLimits {
+    /// Ceilings of 256 MiB, 2·10¹⁰ fuel (about 10 s of computation) and 10 s.
+    fn default() -> Self {
+        ProjectLimits {
+            ceiling: LimitsOverride {
+                memory_mib: Some(256),
+                fuel: Some(20_000_000_000),
+                deadline_ms: Some(10_000),
+            },
+            per_plugin: Default::default(),
+        }
+    }
+}
+
+impl ProjectLimits {
+    /// The project's limits for plugin `name` (none set: all `None`).
+    pub fn for_plugin(&self, name: &str) -> LimitsOverride {
+        self.per_plugin.get(name).cloned().unwrap_or_default()
+    }
+}
+
+impl Serialize for ProjectLimits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        let c = &self.ceiling;
+        for (k, v) in [
+            ("memory_mib", c.memory_mib),
+            ("fuel", c.fuel),
+            ("deadline_ms", c.deadline_ms),
+        ] {
+            if let Some(v) = v {
+                map.serialize_entry(k, &v)?;
+            }
+        }
+        for (name, o) in &self.per_plugin {
+            map.serialize_entry(name, o)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ProjectLimits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let raw = std::collections::BTreeMap::<String, toml::Value>::deserialize(d)?;
+        let mut out = ProjectLimits::default();
+        for (key, value) in raw {
+            let number = |v: &toml::Value| -> Result<Option<u64>, D::Error> {
+                match v.as_integer() {
+                    Some(n) if n > 0 => Ok(Some(n as u64)),
+                    _ => Err(D::Error::custom(format!(
+                        "`{key}` (a ceiling) must be a positive integer, not `{v}`"
+                    ))),
+                }
+            };
+            match (key.as_str(), &value) {
+                ("memory_mib", v) => out.ceiling.memory_mib = number(v)?,
+                ("fuel", v) => out.ceiling.fuel = number(v)?,
+                ("deadline_ms", v) => out.ceiling.deadline_ms = number(v)?,
+                (_, toml::Value::Table(_)) => {
+                    let o: LimitsOverride = value.try_into().map_err(|e: toml::de::Error| {
+                        D::Error::custom(format!("[plugins.limits.{key}]: {}", e.message()))
+                    })?;
+                    out.per_plugin.insert(key, o);
+                }
+                _ => {
+                    return Err(D::Error::custom(format!(
+                        "unknown key `{key}`: the ceilings are `memory_mib`, `fuel` and `deadline_ms`; a plugin's own limits go in a table `[plugins.limits.<name>]`"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A parsed `plugin.toml`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -131,22 +220,82 @@ pub struct Manifest {
     pub config: toml::Table,
 }
 
+/// Largest `plugin.toml` read.
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+/// Largest component file read (the built-in plugins are well under 2 MiB).
+pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
+/// Longest plugin name.
+const MAX_NAME_LEN: usize = 64;
+
 impl Manifest {
     /// Reads and validates `dir/plugin.toml` (kind, API version, component file).
     pub fn load(dir: &Path) -> Result<Manifest, PluginLoadError> {
         let path = dir.join("plugin.toml");
-        let text = std::fs::read_to_string(&path).map_err(|e| PluginLoadError::Io {
+        let bytes = super::files::read_regular(&path, MAX_MANIFEST_BYTES).map_err(|e| {
+            PluginLoadError::Io {
+                path: path.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| PluginLoadError::BadManifest {
             path: path.clone(),
-            message: e.to_string(),
+            line: None,
+            message: "not UTF-8 text".to_string(),
         })?;
         let m = Manifest::parse(&text, &path)?;
-        if !dir.join(&m.component).is_file() {
-            return Err(PluginLoadError::MissingComponent {
-                plugin: m.name.clone(),
-                path: dir.join(&m.component),
-            });
-        }
+        m.component_path(dir)?;
         Ok(m)
+    }
+
+    /// The component file inside `dir`, checked: a relative path without `..`, that stays
+    /// in the folder once symlinks are resolved, to a regular file of at most
+    /// [`MAX_COMPONENT_BYTES`]. A manifest must not make the host read `/etc/passwd`, a
+    /// device, or a gigabyte before any check.
+    pub fn component_path(&self, dir: &Path) -> Result<PathBuf, PluginLoadError> {
+        use std::path::Component;
+        let bad = |message: String| PluginLoadError::BadManifest {
+            path: dir.join("plugin.toml"),
+            line: None,
+            message: format!(
+                "`component = {:?}`: {message}",
+                self.component.display().to_string()
+            ),
+        };
+        if self.component.as_os_str().is_empty()
+            || !self
+                .component
+                .components()
+                .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(bad(
+                "must be a file inside the plugin folder (a relative path without `..`)".into(),
+            ));
+        }
+        let path = dir.join(&self.component);
+        let missing = || PluginLoadError::MissingComponent {
+            plugin: self.name.clone(),
+            path: path.clone(),
+        };
+        let real = path.canonicalize().map_err(|_| missing())?;
+        let root = dir.canonicalize().map_err(|_| missing())?;
+        if !real.starts_with(&root) {
+            return Err(bad(format!(
+                "resolves to {} (through a symlink), outside the plugin folder",
+                real.display()
+            )));
+        }
+        let meta = std::fs::metadata(&real).map_err(|_| missing())?;
+        if !meta.is_file() {
+            return Err(bad("is not a regular file".into()));
+        }
+        if meta.len() > MAX_COMPONENT_BYTES {
+            return Err(bad(format!(
+                "is {} bytes, beyond the {} MiB a component may have",
+                meta.len(),
+                MAX_COMPONENT_BYTES >> 20
+            )));
+        }
+        Ok(real)
     }
 
     /// Parses and validates a manifest's text (kind, API version, capabilities); `path`
@@ -173,6 +322,16 @@ impl Manifest {
             message: e.message().to_string(),
             path: path.clone(),
         })?;
+        if let Err(message) = check_name(&m.name) {
+            return Err(PluginLoadError::BadManifest {
+                line: text
+                    .lines()
+                    .position(|l| l.trim_start().starts_with("name"))
+                    .map(|i| i + 1),
+                message,
+                path,
+            });
+        }
         m.kind()?;
         if ApiVersion::of(&m.api).is_none() {
             return Err(PluginLoadError::ApiMismatch {
@@ -204,6 +363,25 @@ impl Manifest {
                 kind: other.to_string(),
             }),
         }
+    }
+}
+
+/// A plugin name is lowercase ASCII letters, digits and `-`, starting with a letter, at
+/// most 64 characters: it is printed on terminals, written to logs and shown to the
+/// model, and keys `[plugins.*.<name>]` tables.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = name.len() <= MAX_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`name = {:?}`: a plugin name is lowercase letters, digits and `-`, starts with a letter and has at most {MAX_NAME_LEN} characters (e.g. `extract-mytool`)",
+            crate::sanitize::line(&super::cut(name, 80))
+        ))
     }
 }
 

@@ -35,6 +35,7 @@
 
 mod bindings;
 mod capabilities;
+mod files;
 mod kinds;
 mod manifest;
 mod output;
@@ -49,7 +50,10 @@ use std::time::{Duration, Instant};
 
 pub use capabilities::{Capabilities, DeclaredChecks, MAX_READ_BYTES};
 pub use kinds::{action_arguments, WasmGate, WasmGuard};
-pub use manifest::{ApiVersion, LimitsOverride, Manifest, OnError, PluginKind, SUPPORTED_APIS};
+pub use manifest::{
+    check_name, ApiVersion, LimitsOverride, Manifest, OnError, PluginKind, ProjectLimits,
+    SUPPORTED_APIS,
+};
 pub use task_types::WasmSchema;
 pub use tools::{ToolInfo, WasmTool};
 
@@ -92,13 +96,73 @@ impl Default for Limits {
     }
 }
 
+/// The most any configuration can set, the project's included: limits are bounds, and
+/// a bound that configuration can lift without end is none.
+pub const HARD_LIMITS: Limits = Limits {
+    memory_bytes: 4096 << 20,
+    fuel: 1_000_000_000_000,
+    deadline: Duration::from_secs(600),
+};
+
 impl Limits {
+    /// Each limit the smaller of the two.
+    pub fn min(self, other: Limits) -> Limits {
+        Limits {
+            memory_bytes: self.memory_bytes.min(other.memory_bytes),
+            fuel: self.fuel.min(other.fuel),
+            deadline: self.deadline.min(other.deadline),
+        }
+    }
+
+    /// The limits of a plugin's calls: the defaults, then what its manifest asks for (a
+    /// folder plugin's capped at the project's ceilings), then the project's own limits
+    /// for it, all within [`HARD_LIMITS`]. Returns the notes on what was capped.
+    pub fn resolve(
+        manifest: &LimitsOverride,
+        project: &ProjectLimits,
+        name: &str,
+        trusted: bool,
+    ) -> (Limits, Vec<String>) {
+        let mut notes = Vec::new();
+        let mut asked = manifest.clone();
+        if !trusted {
+            let c = &project.ceiling;
+            for (key, want, max) in [
+                ("memory_mib", &mut asked.memory_mib, c.memory_mib),
+                ("fuel", &mut asked.fuel, c.fuel),
+                ("deadline_ms", &mut asked.deadline_ms, c.deadline_ms),
+            ] {
+                if let (Some(w), Some(m)) = (*want, max) {
+                    if w > m {
+                        notes.push(format!(
+                            "host: the manifest asks for `{key} = {w}`; capped at the project's ceiling {m} (agentforge.toml `[plugins.limits] {key}`, or `[plugins.limits.{name}]` for this plugin)"
+                        ));
+                        *want = Some(m);
+                    }
+                }
+            }
+        }
+        let limits = Limits::default()
+            .with(&asked)
+            .with(&project.for_plugin(name));
+        let bounded = limits.min(HARD_LIMITS);
+        if bounded != limits {
+            notes.push(format!(
+                "host: limits capped at the host's maximum ({} MiB, {} fuel, {:?})",
+                HARD_LIMITS.memory_bytes >> 20,
+                HARD_LIMITS.fuel,
+                HARD_LIMITS.deadline
+            ));
+        }
+        (bounded, notes)
+    }
+
     /// These limits with a manifest's `[limits]` overrides applied.
     pub fn with(self, o: &LimitsOverride) -> Limits {
         Limits {
-            memory_bytes: o
-                .memory_mib
-                .map_or(self.memory_bytes, |m| (m as usize) << 20),
+            memory_bytes: o.memory_mib.map_or(self.memory_bytes, |m| {
+                usize::try_from(m.min(1 << 20)).unwrap_or(usize::MAX) << 20
+            }),
             fuel: o.fuel.unwrap_or(self.fuel),
             deadline: o.deadline_ms.map_or(self.deadline, Duration::from_millis),
         }
@@ -273,6 +337,12 @@ pub enum PluginFailure {
         limit: usize,
         /// The size reached, in bytes.
         size: usize,
+    },
+    /// Called `exit` (WASI `exit`, `std::process::exit`): the call ends without a result.
+    #[error("exited with code {code} instead of returning a result")]
+    Exit {
+        /// The exit code.
+        code: i32,
     },
     /// Any other trap (out-of-bounds access, unreachable...).
     #[error("trapped: {message}")]
@@ -465,6 +535,14 @@ pub fn load_dir_with(
     (plugins, errors)
 }
 
+/// The `plugin.toml` of `folder` as a TOML table, read leniently (no validation) for
+/// listings; `None` when it is not a small regular file of valid TOML.
+pub fn manifest_table(folder: &Path) -> Option<toml::Table> {
+    let bytes =
+        files::read_regular(&folder.join("plugin.toml"), manifest::MAX_MANIFEST_BYTES).ok()?;
+    toml::from_str(std::str::from_utf8(&bytes).ok()?).ok()
+}
+
 /// Loads one plugin folder (no workspace, no grants: see [`load_plugin_with`]).
 pub fn load_plugin(folder: &Path, cache: &Path) -> Result<LoadedPlugin, PluginLoadError> {
     load_plugin_with(folder, cache, &LoadOptions::default())
@@ -478,11 +556,23 @@ pub fn load_plugin_with(
 ) -> Result<LoadedPlugin, PluginLoadError> {
     let started = Instant::now();
     let manifest = Manifest::load(folder)?;
-    let path = folder.join(&manifest.component);
-    let wasm = std::fs::read(&path).map_err(|e| PluginLoadError::Io {
-        path: path.clone(),
-        message: e.to_string(),
+    let path = manifest.component_path(folder)?;
+    let wasm = files::read_regular(&path, manifest::MAX_COMPONENT_BYTES).map_err(|e| {
+        PluginLoadError::Io {
+            path: path.clone(),
+            message: e.to_string(),
+        }
     })?;
+    // Checked before the compiler sees it: its error would quote the file's first bytes.
+    if !wasm.starts_with(b"\0asm") {
+        return Err(PluginLoadError::Compile {
+            plugin: manifest.name.clone(),
+            path,
+            message:
+                "not a WebAssembly file (no `\\0asm` header); build the plugin for wasm32-wasip2"
+                    .to_string(),
+        });
+    }
     load_parts(folder, manifest, &wasm, &path, cache, opts, started)
 }
 
@@ -517,6 +607,67 @@ pub fn load_builtin(cache: &Path, opts: &LoadOptions) -> (Vec<LoadedPlugin>, Vec
         }
     }
     (plugins, errors)
+}
+
+/// Which folder plugins may take the place of built-in guards and gates: a guard or
+/// gate named like a built-in one, or a gate that takes over checks a built-in gate
+/// names (its exact check names, or `*`), needs the built-in's name in the project's
+/// `[plugins] replace`. Without it the folder plugin is not loaded: a plugin dropped in
+/// a folder must not silently disable a safety check (a completion guard, the tests
+/// gate). Returns the plugins kept and the errors for those refused; each replacement
+/// granted is announced on stderr, at every run.
+pub fn replacements(
+    builtin: &[LoadedPlugin],
+    folder: Vec<LoadedPlugin>,
+    allowed: &[String],
+) -> (Vec<LoadedPlugin>, Vec<String>) {
+    let guarded = |p: &LoadedPlugin| matches!(p.kind(), PluginKind::Guard | PluginKind::Gate);
+    let mut kept = Vec::new();
+    let mut refused = Vec::new();
+    for p in folder {
+        let mut replaced: Vec<&LoadedPlugin> = builtin
+            .iter()
+            .filter(|b| guarded(b) && b.name() == p.name())
+            .collect();
+        if p.kind() == PluginKind::Gate {
+            let claims = p.claims();
+            replaced.extend(builtin.iter().filter(|b| {
+                b.kind() == PluginKind::Gate
+                    && b.name() != p.name()
+                    && b.claims().iter().any(|c| claims.contains(c))
+            }));
+        }
+        let missing: Vec<&str> = replaced
+            .iter()
+            .map(|b| b.name())
+            .filter(|n| !allowed.iter().any(|a| a == n))
+            .collect();
+        if missing.is_empty() {
+            for b in &replaced {
+                eprintln!(
+                    "note: plugin `{}` ({}) replaces built-in {} `{}` (agentforge.toml `[plugins] replace`)",
+                    p.name(),
+                    p.dir.display(),
+                    b.kind(),
+                    b.name()
+                );
+            }
+            kept.push(p);
+        } else {
+            let list = missing
+                .iter()
+                .map(|n| format!("\"{n}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            refused.push(format!(
+                "plugin `{}` ({}) not loaded: it would replace built-in {} {list}; a built-in guard or gate is replaced only when the project says so: add `replace = [{list}]` to `[plugins]` in agentforge.toml",
+                p.name(),
+                p.dir.display(),
+                if p.kind() == PluginKind::Guard { "guard" } else { "gate" },
+            ));
+        }
+    }
+    (kept, refused)
 }
 
 /// `f` over `items` on up to one thread per core (loading is mostly compiling or
@@ -641,9 +792,15 @@ fn load_parts(
     };
     let name = manifest.name.clone();
     let cfg = &opts.config;
-    let limits = Limits::default()
-        .with(&manifest.limits)
-        .with(&cfg.limits.get(&name).cloned().unwrap_or_default());
+    let builtin = folder.to_string_lossy().starts_with("builtin:");
+    let (limits, mut notes) = Limits::resolve(&manifest.limits, &cfg.limits, &name, builtin);
+    // Keeping an instance lets one call's leftovers reach the next: the project decides.
+    let reuse = manifest.reuse_instance && (builtin || cfg.reuse_instance.contains(&name));
+    if manifest.reuse_instance && !reuse {
+        notes.push(format!(
+            "host: `reuse_instance` not granted; a fresh instance per call (the project grants it in agentforge.toml `[plugins] reuse_instance = [\"{name}\"]`)"
+        ));
+    }
     let grant = cfg.grants.get(&name).cloned().unwrap_or_default();
     let granted_globs = grant.read.clone();
     let read = if manifest.capabilities.read.is_empty() {
@@ -722,11 +879,12 @@ fn load_parts(
         handles: Vec::new(),
         schema: None,
         tool: None,
-        builtin: folder.to_string_lossy().starts_with("builtin:"),
-        warm: manifest.reuse_instance.then(|| Mutex::new(None)),
+        builtin,
+        warm: reuse.then(|| Mutex::new(None)),
         on_error,
         log: Mutex::new(VecDeque::new()),
     };
+    inner.keep_log(&notes);
     // Ask once what the plugin names (tools, checks, a task type, an action), and check
     // it: a bad description is a load error, not a surprise in the middle of a run.
     match kind {
@@ -878,8 +1036,18 @@ impl Inner {
         log.iter().cloned().collect()
     }
 
-    /// Runs `f` against a fresh instance in a fresh, limited store.
-    fn call<R>(
+    /// Runs `f` against a fresh instance in a fresh, limited store (or the kept one), on
+    /// a plugin thread outside any async runtime (see [`runtime::off_runtime`]).
+    fn call<R: Send>(
+        &self,
+        f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>
+            + Send,
+    ) -> Result<R, PluginError> {
+        runtime::off_runtime(|| self.call_here(f))
+    }
+
+    /// [`Inner::call`] on the current thread.
+    fn call_here<R>(
         &self,
         f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
@@ -1001,7 +1169,7 @@ impl WasmExtractor {
                 source: if f.source.is_empty() {
                     tool.to_string()
                 } else {
-                    f.source
+                    cut(&f.source, 200)
                 },
                 step,
                 supersedes: None,
@@ -1033,8 +1201,11 @@ impl FactExtractor for WasmExtractor {
     }
 }
 
-/// `s` trimmed and cut to `max` characters.
+/// `s` made one clean line ([`crate::sanitize::line`]), trimmed and cut to `max`
+/// characters: what a plugin says (a fact, a summary, a reason, a log line) reaches a
+/// terminal, a log and the model's context.
 fn cut(s: &str, max: usize) -> String {
+    let s = crate::sanitize::line(s);
     let s = s.trim();
     if s.chars().count() <= max {
         s.to_string()

@@ -67,6 +67,39 @@ pub(crate) fn runtime() -> &'static Runtime {
     })
 }
 
+/// Runs `f` where WASI's synchronous bindings may block: on a plugin thread when the
+/// caller is inside a Tokio runtime (the executor always is), else right here.
+///
+/// The bindings wait for guest I/O (stdout, stderr, clock waits, polls, socket calls) by
+/// blocking on a runtime of their own, and Tokio panics when a runtime is entered from
+/// inside another ("Cannot start a runtime from within a runtime"): one print by a
+/// plugin would bring the host down. The calling thread waits for the result.
+pub(crate) fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
+            .thread_name(|i| format!("plugin-call-{i}"))
+            // Guest code runs on this stack (wasmtime bounds its use to `max_wasm_stack`,
+            // 512 KiB); host functions and compiled trampolines need room beyond it.
+            .stack_size(8 << 20)
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(f),
+        // No pool (threads could not be spawned): a scoped thread per call.
+        None => std::thread::scope(|s| {
+            s.spawn(f)
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }),
+    }
+}
+
 /// Replaces WASI's monotonic-clock subscriptions with ones that end at the call's
 /// deadline: the deadline is enforced at epoch ticks, which only happen while guest code
 /// runs, so an unbounded wait in the host (a guest's `sleep`) would outlive it. A clamped
@@ -84,7 +117,21 @@ fn bounded_clock_waits(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
     }
 
     linker.allow_shadowing(true);
+    // Shadowing replaces the whole instance: every function of the interface is defined
+    // again here, or a plugin that reads the clock could not be linked.
     let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.3")?;
+    clock.func_wrap(
+        "now",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> anyhow::Result<(u64,)> {
+            Ok((WasiImpl(IoImpl(store.data_mut())).now()?,))
+        },
+    )?;
+    clock.func_wrap(
+        "resolution",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> anyhow::Result<(u64,)> {
+            Ok((WasiImpl(IoImpl(store.data_mut())).resolution()?,))
+        },
+    )?;
     clock.func_wrap(
         "subscribe-duration",
         |mut store: wasmtime::StoreContextMut<'_, CallState>,
@@ -161,7 +208,9 @@ impl v0_1::types::Host for CallState {}
 impl CallState {
     fn push_log(&mut self, line: String) {
         if self.logs.len() < MAX_LOG_LINES {
-            self.logs.push(super::cut(&line, MAX_LOG_LINE));
+            // One line, no escapes: it is printed on the user's terminal.
+            self.logs
+                .push(super::cut(&crate::sanitize::line(&line), MAX_LOG_LINE));
         }
     }
 }
@@ -189,7 +238,14 @@ impl CallState {
 
 impl v0_2::host::Host for CallState {
     fn log(&mut self, level: v0_2::host::LogLevel, message: String) {
-        self.log_line(&format!("{level:?}").to_lowercase(), &message);
+        use v0_2::host::LogLevel as L;
+        let level = match level {
+            L::Debug => "debug",
+            L::Info => "info",
+            L::Warn => "warn",
+            L::Error => "error",
+        };
+        self.log_line(level, &message);
     }
 
     fn config(&mut self) -> String {
@@ -244,7 +300,14 @@ impl v0_2::host::Host for CallState {
 
 impl v0_1::host::Host for CallState {
     fn log(&mut self, level: v0_1::host::LogLevel, message: String) {
-        self.log_line(&format!("{level:?}").to_lowercase(), &message);
+        use v0_1::host::LogLevel as L;
+        let level = match level {
+            L::Debug => "debug",
+            L::Info => "info",
+            L::Warn => "warn",
+            L::Error => "error",
+        };
+        self.log_line(level, &message);
     }
 
     fn read_file(&mut self, path: String) -> Result<String, String> {
@@ -345,13 +408,16 @@ pub(crate) fn failure(
     stderr: &CappedPipe,
     err: anyhow::Error,
 ) -> PluginError {
-    let stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
+    let stderr = crate::sanitize::text(&String::from_utf8_lossy(&stderr.contents())).into_owned();
     let cause = if let Some(cap) = err.downcast_ref::<CapExceeded>() {
         PluginFailure::OutputTooLarge {
             what: cap.what,
             limit: cap.limit,
             size: cap.size,
         }
+    } else if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        // `std::process::exit` in the guest ends the call, never the host.
+        PluginFailure::Exit { code: exit.0 }
     } else if let Some(requested) = store.data().limiter.refused {
         PluginFailure::MemoryLimit {
             limit: limits.memory_bytes,
@@ -396,11 +462,12 @@ fn panic_message(stderr: &str) -> Option<String> {
         .lines()
         .take_while(|l| !l.starts_with("note: "))
         .collect();
-    Some(format!(
+    let message = format!(
         "{}: {}",
         location.trim_end_matches(':').trim(),
         message.join(" ").trim()
-    ))
+    );
+    Some(super::cut(&message, 1000))
 }
 
 /// A compiled component, from the cache or freshly compiled (then written to the cache).

@@ -178,8 +178,9 @@ impl WasmTool {
                 WitResult::Partial => ActionResult::Partial,
                 WitResult::Skipped => ActionResult::Skipped,
             },
-            output: o.output,
-        }))
+            output: crate::sanitize::text(&o.output).into_owned(),
+        })
+        .map_err(|e| super::cut(&e, 2000)))
     }
 }
 

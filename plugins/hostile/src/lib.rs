@@ -3,10 +3,18 @@
 //!
 //! Tools: `loop` (endless), `bomb` (eats memory), `panic`, `recurse` (unbounded
 //! recursion), `shout` (floods stderr), `flood` (returns megabytes of facts),
-//! `read:<path>` (asks the host for a file; the answer or the refusal becomes the fact).
+//! `read:<path>` (asks the host for a file; the answer or the refusal becomes the fact),
+//! `print` (one line to stdout and one to stderr, then a fact), `clock` (reads the
+//! monotonic clock), `tcp` / `udp` / `dns` (tries the network; the error becomes the
+//! fact), `exit` (`std::process::exit(3)`, which WASI reports as 1), `escape` (a fact full of terminal escapes
+//! and control characters), `many` (100,000 tiny facts, most of them duplicates).
+//!
+//! Its config (`[config]` in the manifest) can make `handles()` panic: `panic_in =
+//! "handles"`.
 
 use agentforge_plugin_sdk::{
-    export_extractor, fact, read_file, run_check, Category, Extractor, Fact, Input,
+    config, export_extractor, fact, log, read_file, run_check, Category, Extractor, Fact, Input,
+    LogLevel,
 };
 
 /// Recurses until the call stack runs out; `black_box` keeps it from becoming a loop.
@@ -22,6 +30,9 @@ pub struct Hostile;
 
 impl Extractor for Hostile {
     fn handles() -> Vec<String> {
+        if config().get("panic_in").and_then(|v| v.as_str()) == Some("handles") {
+            panic!("hostile plugin refuses to say what it handles");
+        }
         vec!["*".into()]
     }
 
@@ -53,6 +64,66 @@ impl Extractor for Hostile {
                 std::thread::sleep(std::time::Duration::from_secs(600));
                 vec![fact(Category::Inference, "slept", "sleep")]
             }
+            "print" => {
+                println!("hostile plugin prints to stdout");
+                eprintln!("hostile plugin prints to stderr");
+                vec![fact(Category::Inference, "printed", "print")]
+            }
+            "clock" => {
+                let start = std::time::Instant::now();
+                let mut n = 0u64;
+                for i in 0..1000u64 {
+                    n = std::hint::black_box(n.wrapping_add(i));
+                }
+                let since = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() > 0)
+                    .unwrap_or(false);
+                vec![fact(
+                    Category::Inference,
+                    format!(
+                        "clock ok: {} {n} {since}",
+                        start.elapsed().as_nanos() < u128::MAX
+                    ),
+                    "clock",
+                )]
+            }
+            "tcp" => {
+                let r = std::net::TcpStream::connect(("127.0.0.1", 9));
+                vec![fact(
+                    Category::Inference,
+                    format!("tcp: {:?}", r.map(|_| ())),
+                    "tcp",
+                )]
+            }
+            "udp" => {
+                let r = std::net::UdpSocket::bind(("127.0.0.1", 0));
+                vec![fact(
+                    Category::Inference,
+                    format!("udp: {:?}", r.map(|_| ())),
+                    "udp",
+                )]
+            }
+            "dns" => {
+                use std::net::ToSocketAddrs;
+                let r = ("example.com", 80).to_socket_addrs().map(|a| a.count());
+                vec![fact(Category::Inference, format!("dns: {r:?}"), "dns")]
+            }
+            "exit" => std::process::exit(3),
+            "escape" => {
+                log(
+                    LogLevel::Warn,
+                    "\u{1b}[2J\u{1b}]0;pwned\u{7}fake\nwarning: forged line\u{0}\u{202e}",
+                );
+                vec![fact(
+                    Category::Error,
+                    "\u{1b}[31mred\u{1b}[0m\u{0}nul\r\nerror: forged\u{202e}bidi\u{9b}31m",
+                    "escape",
+                )]
+            }
+            "many" => (0..100_000u32)
+                .map(|i| fact(Category::Inference, format!("f{}", i % 1000), "many"))
+                .collect(),
             // `checks:<n>:<name>`: asks the host to run check `name` n times.
             tool if tool.starts_with("checks:") => {
                 let mut parts = tool["checks:".len()..].splitn(2, ':');
