@@ -218,6 +218,14 @@ pub struct Manifest {
     /// JSON object (the project's `[plugins.config.<name>]` keys override these).
     #[serde(default)]
     pub config: toml::Table,
+    /// Context schemas only: the keys the task type reads under a task's `inputs:`, as
+    /// a JSON-Schema-like table (`type`, `properties`, `required`,
+    /// `additionalProperties`, `items`). Tasks are checked against it when created, so
+    /// a misspelt key is an error with a did-you-mean instead of an input silently not
+    /// shown. Static data, like the capabilities: declared here, it needs no new
+    /// contract version and serves plugins of every API version.
+    #[serde(default)]
+    pub input_schema: Option<toml::Table>,
 }
 
 /// Largest `plugin.toml` read.
@@ -332,7 +340,25 @@ impl Manifest {
                 path,
             });
         }
-        m.kind()?;
+        let kind = m.kind()?;
+        if let Some(schema) = &m.input_schema {
+            let bad = |message: &str| PluginLoadError::BadManifest {
+                path: path.clone(),
+                line: text
+                    .lines()
+                    .position(|l| l.trim_start().starts_with("[input_schema"))
+                    .map(|i| i + 1),
+                message: format!("[input_schema]: {message}"),
+            };
+            if kind != PluginKind::ContextSchema {
+                return Err(bad("only a context-schema plugin declares task inputs"));
+            }
+            if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+                return Err(bad(
+                    "must describe an object: `type = \"object\"` with its `properties`",
+                ));
+            }
+        }
         if ApiVersion::of(&m.api).is_none() {
             return Err(PluginLoadError::ApiMismatch {
                 plugin: m.name.clone(),
@@ -348,6 +374,13 @@ impl Manifest {
             });
         }
         Ok(m)
+    }
+
+    /// The `[input_schema]` table as JSON (see [`Manifest::input_schema`]).
+    pub fn input_schema_json(&self) -> Option<serde_json::Value> {
+        self.input_schema
+            .as_ref()
+            .and_then(|t| serde_json::to_value(t).ok())
     }
 
     /// The kind, or the error naming the unknown one.

@@ -905,7 +905,9 @@ fn load_parts(
                 })?,
             };
         }
-        PluginKind::ContextSchema => inner.schema = Some(task_types::describe(&inner)?),
+        PluginKind::ContextSchema => {
+            inner.schema = Some(task_types::describe(&inner, manifest.input_schema_json())?)
+        }
         PluginKind::Tool => inner.tool = Some(tools::describe(&inner)?),
         PluginKind::Guard => {}
     }

@@ -32,12 +32,17 @@ pub(crate) struct SchemaInfo {
     pub(crate) graph: PhaseGraph,
     pub(crate) prompts: Vec<(String, String)>,
     pub(crate) default_success_criteria: Vec<String>,
+    /// The task inputs the type reads (the manifest's `[input_schema]`).
+    pub(crate) input_schema: Option<Value>,
 }
 
 /// Asks the plugin for its description and checks its shape: a task type name, known
 /// budget keys whose sum fits, a phase graph in the host's shape (whether its actions
 /// exist is checked when it is registered, when the tools are known), template names.
-pub(super) fn describe(inner: &Inner) -> Result<SchemaInfo, PluginLoadError> {
+pub(super) fn describe(
+    inner: &Inner,
+    input_schema: Option<Value>,
+) -> Result<SchemaInfo, PluginLoadError> {
     let invalid = |message: String| PluginLoadError::Invalid {
         plugin: inner.name.clone(),
         message,
@@ -91,6 +96,7 @@ pub(super) fn describe(inner: &Inner) -> Result<SchemaInfo, PluginLoadError> {
         graph,
         prompts: d.prompts.into_iter().map(|t| (t.name, t.source)).collect(),
         default_success_criteria: d.default_success_criteria,
+        input_schema,
     })
 }
 
