@@ -19,6 +19,7 @@ pub mod prompts;
 pub mod providers;
 pub mod scaffold;
 pub mod schemas;
+pub mod secrets;
 pub mod state_store;
 pub mod task;
 pub mod tools;
