@@ -357,14 +357,16 @@ fn the_model_cannot_rewrite_its_own_rules() {
         (3, "agentforge.toml", "configuration"),
         (4, "agentforge.toml", "configuration"),
         (5, "task.yaml", "task file"),
-        (6, "secrets/Key.txt", "secrets/**"),
+        (6, "secrets/key.txt", "secrets/**"),
         (7, "prompts/new.j2", "prompts folder"),
     ];
     for (i, shown, why) in expect {
         let error = error_of(&recs[i]);
         assert_eq!(recs[i]["result"], "failure", "{}", recs[i]);
         assert!(
-            error.contains("is protected") && error.contains(shown) && error.contains(why),
+            error.contains("is protected")
+                && error.to_lowercase().contains(shown)
+                && error.contains(why),
             "step {}: {error}",
             i + 1
         );
