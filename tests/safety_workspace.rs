@@ -483,4 +483,5 @@ max_steps: 10
         assert!(!String::from_utf8_lossy(&out.stdout).contains(s));
         assert!(!stderr(&out).contains(s));
     }
+    assert!(!stderr(&out).contains("could not mask"), "{}", stderr(&out));
 }
