@@ -1176,7 +1176,6 @@ impl<'r> Executor<'r> {
         // Nothing stored carries a key value the host holds (a read of a `.env`, an
         // error quoting a check's output...): state, memory and the log line are masked.
         let secrets = crate::secrets::secrets();
-        secrets.mask_serde(&mut state);
         secrets.mask_serde(&mut memory);
         let mut record = ActionRecord {
             step,
@@ -1196,7 +1195,10 @@ impl<'r> Executor<'r> {
             file_hashes: executed.file_hashes,
             state_after: state.clone(),
         };
-        secrets.mask_serde(&mut record);
+        // The record carries the state: one pass masks both.
+        if secrets.mask_serde(&mut record) {
+            state = record.state_after.clone();
+        }
         crate::fault::point("after_action", step);
         // Working memory first: if we die before the log line, the step reruns and its
         // memory item is simply replaced (same key).

@@ -303,21 +303,30 @@ impl Secrets {
     }
 
     /// Masks every string (and map key) inside `value`, a record or state about to be
-    /// stored. Values holding no secret are left untouched without being rebuilt.
-    pub fn mask_serde<T: Serialize + DeserializeOwned>(&self, value: &mut T) {
-        let Some(m) = &self.matcher else { return };
+    /// stored; returns whether anything was masked. Values holding no secret are left
+    /// untouched without being rebuilt.
+    pub fn mask_serde<T: Serialize + DeserializeOwned>(&self, value: &mut T) -> bool {
+        let Some(m) = &self.matcher else {
+            return false;
+        };
         let Ok(mut json) = serde_json::to_value(&*value) else {
-            return;
+            return false;
         };
         if !contains_secret(m, &json) {
-            return;
+            return false;
         }
         self.mask_json(&mut json);
         match serde_json::from_value(json) {
-            Ok(masked) => *value = masked,
+            Ok(masked) => {
+                *value = masked;
+                true
+            }
             // Every stored type round-trips through JSON (the log is JSON); should one
             // not, keeping it unmasked beats losing the step.
-            Err(e) => eprintln!("warning: could not mask secrets in a stored record: {e}"),
+            Err(e) => {
+                eprintln!("warning: could not mask secrets in a stored record: {e}");
+                false
+            }
         }
     }
 
@@ -513,7 +522,8 @@ mod tests {
             "k topsecret-123".into(),
             vec!["a".into(), "b topsecret-123".into()],
         );
-        s.mask_serde(&mut v);
+        assert!(s.mask_serde(&mut v));
+        assert!(!s.mask_serde(&mut v), "nothing left to mask");
         assert_eq!(v["k ***"], vec!["a".to_string(), "b ***".to_string()]);
     }
 }
