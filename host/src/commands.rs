@@ -9,6 +9,11 @@
 //!
 //! Output is kept in memory up to a cap: the first and the last halves of the cap
 //! survive, because a test run's verdict and failures are usually at its end.
+//!
+//! Commands run the model's code, so they get an environment built explicitly
+//! ([`child_environment`]): no provider key, nothing the deny list names (see
+//! [`crate::secrets`]); and their output is masked for the key values the host holds
+//! before anyone stores or shows it.
 
 use std::collections::VecDeque;
 use std::io;
@@ -137,6 +142,7 @@ pub async fn run_command(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    child_environment(&mut cmd);
     #[cfg(unix)]
     cmd.process_group(0);
     let mut child = cmd.spawn().map_err(spawn_error)?;
@@ -194,7 +200,9 @@ pub async fn run_command(
     }
     group.disarm();
 
-    let (output, truncated) = output.finish();
+    let (mut output, truncated) = output.finish();
+    // The choke point for command output: every store and view of it comes from here.
+    crate::secrets::secrets().mask_string(&mut output);
     Ok(CommandOutput {
         command: command.to_string(),
         exit_code: status.and_then(|s| s.code()),
@@ -203,6 +211,15 @@ pub async fn run_command(
         timed_out,
         duration: started.elapsed(),
     })
+}
+
+/// Gives `cmd` only the variables the process's [`crate::secrets::EnvPolicy`] passes
+/// (no provider key, nothing denied; in allow-list mode only what is allowed): the
+/// environment is cleared and rebuilt, never inherited whole.
+fn child_environment(cmd: &mut Command) {
+    let policy = crate::secrets::policy();
+    cmd.env_clear();
+    cmd.envs(policy.child_env(std::env::vars_os()));
 }
 
 /// Kills a command's process group (its pgid is the shell's pid) on demand or on drop.

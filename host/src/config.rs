@@ -39,6 +39,52 @@ pub struct Config {
     pub prompts: PromptsConfig,
     /// Plugin folders (used by the plugin system).
     pub plugins: PluginsConfig,
+    /// The model's file actions.
+    pub tools: ToolsConfig,
+    /// How checks and tests run.
+    pub checks: ChecksConfig,
+}
+
+/// `[tools]`: what the model's file actions may not write.
+///
+/// ```toml
+/// [tools]
+/// protected = ["secrets/**", "*.lock", "deploy"]   # a folder's glob covers its content
+/// ```
+///
+/// Always protected besides: `agentforge.toml` (and the `--config` file), the prompts
+/// folder, the plugin folders in use, the task file of the run, `.agentforge/`, `.git/`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Workspace-relative globs (matched without case) the model may not write.
+    pub protected: Vec<String>,
+}
+
+/// `[checks]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChecksConfig {
+    /// The environment checks run with.
+    pub env: CheckEnvConfig,
+}
+
+/// `[checks.env]`: which environment variables checks get (globs on names, matched
+/// without case). See [`crate::secrets`] for the built-in lists.
+///
+/// ```toml
+/// [checks.env]
+/// deny = ["DATABASE_URL", "STRIPE_*"]   # added to the built-in deny list
+/// allow = ["MY_APP_*"]                  # allow-list mode: only these and the basics
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckEnvConfig {
+    /// Left out, in addition to the built-in deny list; their values are masked too.
+    pub deny: Vec<String>,
+    /// When not empty, checks get only these (and `PATH`, `HOME`, `CARGO_*`... see
+    /// [`crate::secrets::ALLOW_BASE`]); the deny lists still apply.
+    pub allow: Vec<String>,
 }
 
 /// `[provider]`.
@@ -342,6 +388,9 @@ impl Config {
                 "the replay provider answers one recorded call per step and cannot serve the extra fact-extraction call; turn it off for replayed runs".into(),
             ));
         }
+        self.env_policy().map_err(|e| err(e.field, e.to_string()))?;
+        crate::tools::compile_protected(&self.tools.protected)
+            .map_err(|e| err("tools.protected", e.to_string()))?;
         if self.provider.kind == ProviderKind::Replay && self.provider.replay.is_none() {
             return Err(err(
                 "provider.replay",
@@ -364,6 +413,20 @@ impl Config {
             initial_backoff: Duration::from_millis(p.initial_backoff_ms),
             max_backoff: Duration::from_millis(p.max_backoff_ms),
         }
+    }
+
+    /// The environment policy checks run with: `[checks.env]`, and the provider's key
+    /// variable (whatever `api_key_env` names) never passed.
+    pub fn env_policy(&self) -> Result<crate::secrets::EnvPolicy, crate::secrets::EnvPolicyError> {
+        let mut policy =
+            crate::secrets::EnvPolicy::new(&self.checks.env.deny, &self.checks.env.allow)?;
+        if let Some(var) = self.provider_settings().key_env_var() {
+            policy.force_deny(&var);
+        }
+        if let Some(var) = &self.provider.api_key_env {
+            policy.force_deny(var);
+        }
+        Ok(policy)
     }
 
     /// Limits for check and test commands.
@@ -430,6 +493,31 @@ mod tests {
         assert_eq!(c.loops.max_detections, 2);
         assert_eq!(c.loops.thresholds.identical, 4);
         assert!(Config::parse("[loops]\nidentcal = 4\n", "a.toml").is_err());
+    }
+
+    #[test]
+    fn tools_and_checks_sections_parse_and_bad_globs_name_the_field() {
+        let c = Config::parse(
+            "[tools]\nprotected = [\"secrets/**\"]\n[checks.env]\ndeny = [\"DB_*\"]\nallow = [\"MY_*\"]\n[provider]\napi_key_env = \"LLM_SECRET\"\n",
+            "a.toml",
+        )
+        .unwrap();
+        assert_eq!(c.tools.protected, ["secrets/**"]);
+        c.validate("a.toml").unwrap();
+        let p = c.env_policy().unwrap();
+        assert!(!p.passes("DB_HOST") && !p.passes("LLM_SECRET") && !p.passes("OTHER"));
+        assert!(p.passes("MY_FLAG") && p.passes("PATH"));
+
+        let bad = Config::parse("[tools]\nprotected = [\"a[\"]\n", "a.toml").unwrap();
+        let msg = bad.validate("a.toml").unwrap_err().to_string();
+        assert!(
+            msg.contains("tools.protected") && msg.contains("a["),
+            "{msg}"
+        );
+        let bad = Config::parse("[checks.env]\nallow = [\"{x\"]\n", "a.toml").unwrap();
+        let msg = bad.validate("a.toml").unwrap_err().to_string();
+        assert!(msg.contains("checks.env.allow"), "{msg}");
+        assert!(Config::parse("[checks.env]\nallw = []\n", "a.toml").is_err());
     }
 
     #[test]

@@ -76,6 +76,10 @@ const MAX_ERROR_CHARS: usize = 500;
 const READ_TTL: u64 = 3;
 /// Steps a `load_context` item stays in working memory.
 const LOADED_TTL: u64 = 5;
+/// Bytes of a changed file hashed for the loop detector (the rest counts by its size).
+const MAX_HASHED_BYTES: u64 = 64 * 1024 * 1024;
+/// Bytes of a stored check output `load_context` reads back.
+const MAX_OUTPUT_READ_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Errors that stop a run. Everything recorded before them stays on disk.
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +133,12 @@ impl Runtime {
     /// A runtime without plugins: no task types yet, the generic fact for every output,
     /// the command gate as the fallback, and the host's own guard (blocked actions).
     /// [`Runtime::load_plugins`] adds the built-in plugins and the project's.
-    pub fn new(workspace: Workspace, config: Config, provider: Provider) -> Runtime {
+    ///
+    /// It also makes the workspace refuse the model's writes to what the harness reads
+    /// (`agentforge.toml`, the prompts folder, `[tools] protected`; plugin folders are
+    /// added by [`Runtime::load_plugins`]) and installs the configuration's environment
+    /// policy for checks and the masking of the keys the host holds ([`crate::secrets`]).
+    pub fn new(mut workspace: Workspace, config: Config, provider: Provider) -> Runtime {
         let store = TaskStore::new(workspace.root());
         let prompt_dir = config
             .prompts
@@ -137,6 +146,25 @@ impl Runtime {
             .clone()
             .map(|d| workspace.root().join(d))
             .unwrap_or_else(|| workspace.root().join("prompts"));
+        workspace.protect(
+            Path::new(crate::config::CONFIG_FILE),
+            "the project's AgentForge configuration, read again on later steps",
+        );
+        workspace.protect(
+            &prompt_dir,
+            "the prompts folder the harness renders its system prompt from",
+        );
+        // Validated with the config; a failure here cannot leave a pattern unapplied silently.
+        if let Err(e) = workspace.protect_globs(&config.tools.protected) {
+            eprintln!("warning: [tools] protected: {e}");
+        }
+        match config.env_policy() {
+            Ok(policy) => crate::secrets::install(policy),
+            Err(e) => {
+                eprintln!("warning: {e}; checks run with the built-in environment deny list");
+                crate::secrets::install(crate::secrets::EnvPolicy::default());
+            }
+        }
         Runtime {
             store,
             prompts: Prompts::new(Some(&prompt_dir)),
@@ -175,10 +203,16 @@ impl Runtime {
             if !dir.is_dir() {
                 return Err(format!("plugin folder {} does not exist", dir.display()));
             }
+            self.workspace
+                .protect(&dir, "a plugin folder this run loads plugins from");
             let (loaded, errors) = load_dir_with(&dir, &cache, &opts);
             warnings.extend(errors.iter().map(|e| e.to_string()));
             from_folders.extend(loaded);
         }
+        self.workspace.protect(
+            &cache,
+            "the compiled-plugin cache this run loads plugins from",
+        );
         let (builtin, errors) = load_builtin(&cache, &opts);
         if !errors.is_empty() {
             let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
@@ -642,17 +676,20 @@ impl<'r> Executor<'r> {
         state.focus.branch_view(&lines, probe.as_deref(), &warnings)
     }
 
-    /// Content hash of a workspace file (`absent` if it does not exist).
+    /// Content hash of a workspace file (`absent` if it does not exist, `unreadable`
+    /// if it is not a regular file); bounded like every workspace read.
     fn file_hash(&self, rel: &str) -> String {
         use std::hash::{Hash, Hasher};
-        match std::fs::read(self.rt.workspace.root().join(rel)) {
-            Ok(bytes) => {
+        match tools::read_regular_file(&self.rt.workspace.root().join(rel), MAX_HASHED_BYTES) {
+            Ok(read) => {
                 // SipHash with fixed keys: stable for comparisons within a log.
                 let mut h = std::collections::hash_map::DefaultHasher::new();
-                bytes.hash(&mut h);
+                read.bytes.hash(&mut h);
+                read.size.hash(&mut h);
                 format!("{:016x}", h.finish())
             }
-            Err(_) => "absent".to_string(),
+            Err(tools::ReadError::NotFound { .. }) => "absent".to_string(),
+            Err(_) => "unreadable".to_string(),
         }
     }
 
@@ -796,7 +833,12 @@ impl<'r> Executor<'r> {
         budgets.apply(schema.budgets()).map_err(|e| {
             ExecError::Config(format!("task type `{}`: budgets: {e}", spec.task_type))
         })?;
-        let prompt = context::build(&input, &budgets)?;
+        let mut prompt = context::build(&input, &budgets)?;
+        // The last choke point before the model: whatever a section shows (a schema's
+        // file insert, a task input), no key value the host holds leaves in a request.
+        let secrets = crate::secrets::secrets();
+        secrets.mask_string(&mut prompt.system);
+        secrets.mask_string(&mut prompt.user);
         let request = ModelRequest {
             step,
             model: self.rt.config.provider.model.clone(),
@@ -1134,7 +1176,11 @@ impl<'r> Executor<'r> {
         state.tokens.input_tokens += response.usage.input_tokens;
         state.tokens.output_tokens += response.usage.output_tokens;
 
-        let record = ActionRecord {
+        // Nothing stored carries a key value the host holds (a read of a `.env`, an
+        // error quoting a check's output...): state, memory and the log line are masked.
+        let secrets = crate::secrets::secrets();
+        secrets.mask_serde(&mut memory);
+        let mut record = ActionRecord {
             step,
             phase: phase_before,
             action: action_name,
@@ -1152,6 +1198,10 @@ impl<'r> Executor<'r> {
             file_hashes: executed.file_hashes,
             state_after: state.clone(),
         };
+        // The record carries the state: one pass masks both.
+        if secrets.mask_serde(&mut record) {
+            state = record.state_after.clone();
+        }
         crate::fault::point("after_action", step);
         // Working memory first: if we die before the log line, the step reruns and its
         // memory item is simply replaced (same key).
@@ -1486,11 +1536,7 @@ impl<'r> Executor<'r> {
         now: String,
     ) -> Executed {
         let loaded: Result<String, String> = if let Some(path) = item.strip_prefix("full_file:") {
-            match self.rt.workspace.resolve(path) {
-                Err(e) => Err(e.to_string()),
-                Ok(_) => numbered_file(&self.rt.workspace, path)
-                    .ok_or_else(|| format!("cannot read `{path}`")),
-            }
+            numbered_file(&self.rt.workspace, path).map_err(|e| e.to_string())
         } else if let Some(id) = item.strip_prefix("spec_section:") {
             let inputs = serde_json::to_value(&spec.inputs).unwrap_or(Value::Null);
             find_section(&inputs, id)
@@ -1538,8 +1584,9 @@ impl<'r> Executor<'r> {
             })?;
         let rel = rec.output_artifact.as_deref().unwrap_or_default();
         let path = self.rt.workspace.root().join(rel);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let read = tools::read_regular_file(&path, MAX_OUTPUT_READ_BYTES)
+            .map_err(|e| e.shown_as(rel).to_string())?;
+        let text = read.text();
         // The context builder compresses long text head/tail; keep the tail, where failures are.
         let lines: Vec<&str> = text.lines().collect();
         let start = lines.len().saturating_sub(300);

@@ -20,6 +20,7 @@ pub mod providers;
 pub mod sanitize;
 pub mod scaffold;
 pub mod schemas;
+pub mod secrets;
 pub mod state_store;
 pub mod task;
 pub mod tools;

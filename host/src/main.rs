@@ -225,7 +225,10 @@ fn main() -> ExitCode {
     match runtime.block_on(dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("error: {:#}", f.error);
+            eprintln!(
+                "error: {}",
+                agentforge::secrets::mask(&format!("{:#}", f.error))
+            );
             ExitCode::from(f.code)
         }
     }
@@ -236,7 +239,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run { task, flags } => {
             let spec = TaskSpec::load(task).map_err(usage)?;
-            let rt = runtime(g, flags)?;
+            let mut rt = runtime(g, flags)?;
+            rt.workspace.protect(
+                &std::path::absolute(task).unwrap_or(task.clone()),
+                "the task file of this run",
+            );
             let store = &rt.store;
             let dir = match store.open(&spec.id) {
                 Ok(dir) => {
@@ -449,6 +456,11 @@ fn runtime(g: &Global, flags: &RunFlags) -> Result<Runtime, Failure> {
     let config = load_config(g, flags, ws.root())?;
     let provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
     let mut rt = Runtime::new(ws, config, provider);
+    if let Some(c) = &g.config {
+        let c = std::path::absolute(c).unwrap_or(c.clone());
+        rt.workspace
+            .protect(&c, "the AgentForge configuration of this run");
+    }
     rt.progress = !flags.quiet;
     load_plugins(&mut rt, flags.strict)?;
     Ok(rt)

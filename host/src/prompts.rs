@@ -80,6 +80,9 @@ pub fn check_template(source: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// Largest project template file read (a template is a page of text).
+const MAX_TEMPLATE_FILE_BYTES: u64 = 1 << 20;
+
 /// The prompt templates of a run.
 #[derive(Debug, Clone, Default)]
 pub struct Prompts {
@@ -99,7 +102,11 @@ impl Prompts {
     fn source(&self, name: &str, schema: &[(String, String)]) -> Option<(String, String)> {
         if let Some(dir) = &self.override_dir {
             let p = dir.join(name);
-            if let Ok(text) = std::fs::read_to_string(&p) {
+            // A workspace file: regular files only, bounded (a FIFO must not hang a step).
+            if let Ok(bytes) = crate::tools::read_regular_file(&p, MAX_TEMPLATE_FILE_BYTES)
+                .and_then(|r| r.complete())
+            {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
                 return Some((p.display().to_string(), text));
             }
         }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::phases::{PhaseGraph, PhaseGraphError};
 use crate::state_store::TaskState;
 use crate::task::TaskSpec;
-use crate::tools::Workspace;
+use crate::tools::{ToolError, Workspace};
 
 /// The actions the host can run (the built-in tools): the names phase graphs may use.
 pub const BUILTIN_ACTIONS: &[&str] = &[
@@ -76,18 +76,32 @@ pub trait ContextSchema: Send + Sync {
     }
 }
 
-/// Lines of a file shown with numbers, as `  12| code`; `None` if unreadable.
-pub fn numbered_file(ws: &Workspace, rel: &str) -> Option<String> {
-    let path = ws.resolve(rel).ok()?;
-    let text = std::fs::read_to_string(path).ok()?;
+/// Most bytes of a file shown in a context section (a schema's file insert, a
+/// `full_file:` item); the context builder compresses long text further.
+pub const MAX_SHOWN_FILE_BYTES: u64 = 1 << 20;
+
+/// Lines of a workspace file shown with numbers, as `  12| code`, or why it cannot be
+/// shown (refused path, missing, not a regular file: a FIFO or device is never read).
+///
+/// At most [`MAX_SHOWN_FILE_BYTES`] are read; a longer file is shown up to there, with a
+/// last line saying it was cut. Invalid UTF-8 is replaced.
+pub fn numbered_file(ws: &Workspace, rel: &str) -> Result<String, ToolError> {
+    let read = ws.read_bounded(rel, MAX_SHOWN_FILE_BYTES)?;
+    let text = read.text();
     let width = text.lines().count().max(1).to_string().len();
-    Some(
-        text.lines()
-            .enumerate()
-            .map(|(i, l)| format!("{:>width$}| {l}", i + 1))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
+    let mut shown = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:>width$}| {l}", i + 1))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if read.truncated {
+        shown.push_str(&format!(
+            "\n... (cut: `{rel}` is longer than {} bytes; only that much is shown)",
+            read.cap
+        ));
+    }
+    Ok(shown)
 }
 
 /// A task type refused by [`SchemaRegistry::register`]: its phase graph is invalid.

@@ -188,26 +188,11 @@ impl ReadAccess {
             };
             return Err(refuse(why));
         }
-        let meta = std::fs::metadata(&abs).map_err(|e| refuse(e.to_string()))?;
-        if !meta.is_file() {
-            return Err(refuse(format!("`{rel}` is not a file")));
-        }
-        if meta.len() > MAX_READ_BYTES {
-            return Err(refuse(format!(
-                "`{rel}` has {} bytes, more than the {MAX_READ_BYTES} a plugin may read",
-                meta.len()
-            )));
-        }
-        // Read at most the cap: the file may grow after the size check.
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(
-                std::fs::File::open(&abs).map_err(|e| refuse(e.to_string()))?,
-                MAX_READ_BYTES,
-            ),
-            &mut bytes,
-        )
-        .map_err(|e| refuse(e.to_string()))?;
+        // Regular files only (a FIFO or device never blocks or floods the call), at most
+        // the cap, whatever the file claims or becomes.
+        let bytes = crate::tools::read_regular_file(&abs, MAX_READ_BYTES)
+            .and_then(|r| r.complete())
+            .map_err(|e| refuse(e.shown_as(&rel).to_string()))?;
         String::from_utf8(bytes).map_err(|_| refuse(format!("`{rel}` is not UTF-8 text")))
     }
 }

@@ -19,6 +19,7 @@ use crate::schemas::{numbered_file, ContextSchema};
 use crate::state_store::TaskState;
 use crate::task::TaskSpec;
 use crate::tools::Workspace;
+use crate::tools::{ReadError, ToolError};
 
 /// Most workspace files one `build` may have inserted (the section is budgeted anyway).
 const MAX_FILES: usize = 16;
@@ -172,16 +173,12 @@ impl WasmSchema {
             ));
         }
         for f in built.files {
-            // A file larger than a plugin may read is named, not shown.
-            let size = ws
-                .resolve(&f.path)
-                .ok()
-                .and_then(|p| std::fs::metadata(p).ok())
-                .map_or(0, |m| m.len());
-            let content = if size > super::MAX_READ_BYTES {
-                Value::String(format!("(file too large to show: {size} bytes)"))
-            } else {
-                numbered_file(ws, &f.path).map_or(Value::Null, Value::String)
+            // Bounded, regular files only (a FIFO or device is named, never read); a
+            // missing file is `null`, as the contract says, anything else a note.
+            let content = match numbered_file(ws, &f.path) {
+                Ok(text) => Value::String(text),
+                Err(ToolError::Read(ReadError::NotFound { .. })) => Value::Null,
+                Err(e) => Value::String(format!("(not shown: {e})")),
             };
             insert_at(&mut value, &f.pointer, content).map_err(|e| {
                 format!(

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use globset::GlobBuilder;
 use regex::RegexBuilder;
 
-use super::snapshot::{atomic_write, snapshot_files};
+use super::read::{read_regular_file, ReadError};
+use super::snapshot::{atomic_write, snapshot_files, MAX_SNAPSHOT_BYTES};
 use super::{FileOutcome, Workspace};
 use crate::state_store::ActionResult;
 
@@ -22,6 +23,9 @@ const MAX_SEARCH_HITS: usize = 50;
 const MAX_HIT_CHARS: usize = 200;
 /// Files larger than this are skipped by search (generated or data files).
 const MAX_SEARCH_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// Largest file read_file, edit_file and replace_lines work on: bigger files are data
+/// or generated, and their text would not fit a prompt anyway.
+pub(crate) const MAX_TEXT_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// How much of a file is inspected for NUL bytes to call it binary.
 const BINARY_SNIFF_BYTES: usize = 8000;
 /// Lines of context shown around an edit, so the model sees the result.
@@ -55,7 +59,7 @@ impl FileOutcome {
     }
 }
 
-/// Resolves `rel` or turns the refusal into a failed outcome.
+/// Resolves `rel` for reading or turns the refusal into a failed outcome.
 fn resolve(ws: &Workspace, action: &str, rel: &str) -> Result<PathBuf, FileOutcome> {
     ws.resolve(rel).map_err(|e| {
         FileOutcome::failure(
@@ -65,8 +69,27 @@ fn resolve(ws: &Workspace, action: &str, rel: &str) -> Result<PathBuf, FileOutco
     })
 }
 
-/// Reads a workspace file as UTF-8 text, or explains (to the model) why not.
-fn read_text(ws: &Workspace, action: &str, rel: &str, abs: &Path) -> Result<String, FileOutcome> {
+/// Resolves `rel` for writing (protected paths refused too) or turns the refusal into
+/// a failed outcome.
+fn resolve_for_write(ws: &Workspace, action: &str, rel: &str) -> Result<PathBuf, FileOutcome> {
+    ws.resolve_for_write(rel).map_err(|e| {
+        FileOutcome::failure(
+            format!("{action} refused: path `{rel}` not allowed"),
+            e.to_string(),
+        )
+    })
+}
+
+/// Reads a workspace file as text, or explains (to the model) why not: regular files
+/// of at most [`MAX_TEXT_FILE_BYTES`], not binary. Invalid UTF-8 is replaced when
+/// `lossy` (showing), refused otherwise (an edit would write the replacement back).
+fn read_text(
+    ws: &Workspace,
+    action: &str,
+    rel: &str,
+    abs: &Path,
+    lossy: bool,
+) -> Result<String, FileOutcome> {
     let fail = |error: String| {
         FileOutcome::failure(format!("{action} failed: cannot read `{rel}`"), error)
     };
@@ -89,16 +112,29 @@ fn read_text(ws: &Workspace, action: &str, rel: &str, abs: &Path) -> Result<Stri
         }
         Err(e) => return Err(fail(e.to_string())),
     }
-    let bytes = fs::read(abs).map_err(|e| fail(e.to_string()))?;
+    let bytes = match read_regular_file(abs, MAX_TEXT_FILE_BYTES).and_then(|r| r.complete()) {
+        Ok(bytes) => bytes,
+        Err(e @ ReadError::TooLarge { .. }) => {
+            return Err(fail(format!(
+                "{}; file actions work on text files of up to {} MiB",
+                e.shown_as(rel),
+                MAX_TEXT_FILE_BYTES >> 20
+            )))
+        }
+        Err(e) => return Err(fail(e.shown_as(rel).to_string())),
+    };
     if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
         return Err(fail(format!(
             "`{rel}` is a binary file ({} bytes); only text files can be read or edited",
             bytes.len()
         )));
     }
+    if lossy {
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
     String::from_utf8(bytes).map_err(|_| {
         fail(format!(
-            "`{rel}` is not UTF-8 text; only UTF-8 text files can be read or edited"
+            "`{rel}` is not UTF-8 text; only UTF-8 text files can be edited"
         ))
     })
 }
@@ -259,7 +295,7 @@ pub(crate) fn read_file(
         Ok(p) => p,
         Err(o) => return o,
     };
-    let text = match read_text(ws, "read_file", rel, &abs) {
+    let text = match read_text(ws, "read_file", rel, &abs, true) {
         Ok(t) => t,
         Err(o) => return o,
     };
@@ -295,21 +331,35 @@ pub(crate) fn write_file(
     content: &str,
     snapshot_dir: &Path,
 ) -> FileOutcome {
-    let abs = match resolve(ws, "write_file", rel) {
+    let abs = match resolve_for_write(ws, "write_file", rel) {
         Ok(p) => p,
         Err(o) => return o,
     };
-    let previous = match fs::metadata(&abs) {
-        Ok(meta) if meta.is_dir() => {
+    // What is there now: nothing, a regular file (its content, when small enough to
+    // compare), or something that must not be replaced (a folder, a FIFO, a device).
+    let previous: Option<Option<Vec<u8>>> = match read_regular_file(&abs, MAX_SNAPSHOT_BYTES) {
+        Ok(r) if r.truncated => Some(None),
+        Ok(r) => Some(Some(r.bytes)),
+        Err(ReadError::NotFound { .. }) => None,
+        Err(ReadError::NotRegular {
+            kind: "a folder", ..
+        }) => {
             return FileOutcome::failure(
                 format!("write_file failed: `{rel}` is a folder"),
                 format!("`{rel}` is a folder; give the path of a file inside it"),
             )
         }
-        Ok(_) => fs::read(&abs).ok(),
-        Err(_) => None,
+        Err(e) => {
+            return FileOutcome::failure(
+                format!("write_file failed: cannot replace `{rel}`"),
+                format!(
+                    "{}; write_file replaces regular files only",
+                    e.shown_as(rel)
+                ),
+            )
+        }
     };
-    if previous.as_deref() == Some(content.as_bytes()) {
+    if previous.as_ref().and_then(Option::as_deref) == Some(content.as_bytes()) {
         return FileOutcome::success(
             format!("write_file: `{rel}` already has this content; nothing changed"),
             Vec::new(),
@@ -360,11 +410,11 @@ pub(crate) fn edit_file(
     new_text: &str,
     snapshot_dir: &Path,
 ) -> FileOutcome {
-    let abs = match resolve(ws, "edit_file", rel) {
+    let abs = match resolve_for_write(ws, "edit_file", rel) {
         Ok(p) => p,
         Err(o) => return o,
     };
-    let text = match read_text(ws, "edit_file", rel, &abs) {
+    let text = match read_text(ws, "edit_file", rel, &abs, false) {
         Ok(t) => t,
         Err(o) => return o,
     };
@@ -524,11 +574,11 @@ pub(crate) fn replace_lines(
     new_content: &str,
     snapshot_dir: &Path,
 ) -> FileOutcome {
-    let abs = match resolve(ws, "replace_lines", rel) {
+    let abs = match resolve_for_write(ws, "replace_lines", rel) {
         Ok(p) => p,
         Err(o) => return o,
     };
-    let text = match read_text(ws, "replace_lines", rel, &abs) {
+    let text = match read_text(ws, "replace_lines", rel, &abs, false) {
         Ok(t) => t,
         Err(o) => return o,
     };
@@ -673,8 +723,10 @@ pub(crate) fn search(
         {
             continue;
         }
-        let Ok(bytes) = fs::read(entry.path()) else {
-            continue;
+        let bytes = match read_regular_file(entry.path(), MAX_SEARCH_FILE_BYTES) {
+            Ok(r) if !r.truncated => r.bytes,
+            // Grown past the cap since the size check, or not a regular file after all.
+            _ => continue,
         };
         if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
             continue;

@@ -3,7 +3,10 @@
 //!
 //! - [`builtin_tool_specs`] and [`parse_action`] turn the action set into tools for
 //!   the model and the model's calls back into typed [`Action`]s.
-//! - [`Workspace`] confines every model-given path to the workspace root.
+//! - [`Workspace`] confines every model-given path to the workspace root and refuses
+//!   writes to protected paths (the harness's own config, prompts, plugins, task file).
+//! - [`read_regular_file`] is the one bounded read of a workspace file: regular files
+//!   only (no FIFO, device or socket), at most a cap of bytes.
 //! - [`execute_file_action`] runs read_file, write_file, edit_file, replace_lines and
 //!   search, snapshotting files before changing them; [`restore_snapshot`] undoes a
 //!   step (auto-revert, or rollback of a step interrupted by a crash).
@@ -14,14 +17,16 @@
 
 mod actions;
 mod files;
+mod read;
 mod snapshot;
 mod workspace;
 
 use std::path::Path;
 
 pub use actions::{builtin_tool_specs, parse_action, Action, ActionParseError};
+pub use read::{read_regular_file, BoundedRead, ReadError};
 pub use snapshot::restore_snapshot;
-pub use workspace::Workspace;
+pub use workspace::{compile_protected, ProtectedGlobError, Workspace};
 
 use crate::providers::ToolSpec;
 use crate::state_store::ActionResult;
@@ -73,6 +78,9 @@ pub enum ToolError {
         /// Which rule refused it and what to use instead.
         reason: String,
     },
+    /// A workspace file could not be read (not a regular file, too large, missing...).
+    #[error(transparent)]
+    Read(#[from] ReadError),
     /// An I/O error on a named path.
     #[error("{op} {path}: {source}")]
     Io {

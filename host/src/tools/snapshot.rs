@@ -13,10 +13,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::read::read_regular_file;
 use super::{ToolError, Workspace};
 
 /// Name of the manifest inside a snapshot folder.
 pub(crate) const MANIFEST: &str = "manifest.json";
+
+/// Largest file a step may change: its backup is read into memory and written to the
+/// snapshot before the change.
+pub(crate) const MAX_SNAPSHOT_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Manifest {
@@ -82,7 +87,9 @@ pub(crate) fn snapshot_files(
             Ok(meta) if meta.is_file() => {
                 let backup = format!("file-{}", manifest.files.len());
                 let dest = snapshot_dir.join(&backup);
-                let data = fs::read(abs).map_err(io_error("read file to snapshot", abs))?;
+                let data = read_regular_file(abs, MAX_SNAPSHOT_BYTES)
+                    .and_then(|r| r.complete())
+                    .map_err(|e| ToolError::Read(e.shown_as(&rel)))?;
                 write_synced(&dest, &data).map_err(io_error("write snapshot backup", &dest))?;
                 ManifestFile {
                     path: rel,
@@ -175,7 +182,9 @@ fn restore_one(ws: &Workspace, snapshot_dir: &Path, entry: &ManifestFile) -> Res
     let backup = snapshot_dir.join(backup_name);
     let data = fs::read(&backup).map_err(io_error("read snapshot backup", &backup))?;
     // Skip identical content: rewriting would bump mtimes and trigger rebuilds.
-    let same = fs::read(&abs).is_ok_and(|current| current == data)
+    // Bounded and type-checked: a check may have replaced the file with a FIFO.
+    let same = read_regular_file(&abs, MAX_SNAPSHOT_BYTES)
+        .is_ok_and(|current| !current.truncated && current.bytes == data)
         && entry
             .mode
             .is_none_or(|m| fs::metadata(&abs).ok().and_then(|meta| mode_of(&meta)) == Some(m));

@@ -130,11 +130,18 @@ fn read_file_refuses_binary_and_folders() {
         &f.run(parsed("read_file", serde_json::json!({"path": "blob.bin"}))),
         "binary",
     );
+    // Invalid UTF-8 is shown replaced, but not edited (the replacement would be written).
     fs::write(f.path("latin1.txt"), [b'c', b'a', 0xE9]).unwrap();
+    let out = f.run(parsed(
+        "read_file",
+        serde_json::json!({"path": "latin1.txt"}),
+    ));
+    assert_eq!(out.result, ActionResult::Success, "{out:?}");
+    assert!(out.content.unwrap().contains("ca\u{fffd}"));
     assert_failure(
         &f.run(parsed(
-            "read_file",
-            serde_json::json!({"path": "latin1.txt"}),
+            "edit_file",
+            serde_json::json!({"path": "latin1.txt", "old_text": "ca", "new_text": "x"}),
         )),
         "UTF-8",
     );
@@ -661,4 +668,104 @@ fn manifest_paths_are_confined_on_restore() {
     ));
     assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
     fs::remove_file(target).unwrap();
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+#[test]
+fn fifos_are_never_opened_for_reading_or_replaced() {
+    let f = Fixture::new();
+    mkfifo(&f.path("pipe"));
+    for action in [
+        parsed("read_file", serde_json::json!({"path": "pipe"})),
+        parsed(
+            "edit_file",
+            serde_json::json!({"path": "pipe", "old_text": "a", "new_text": "b"}),
+        ),
+        parsed(
+            "replace_lines",
+            serde_json::json!({"path": "pipe", "start_line": 1, "end_line": 1, "new_content": "b"}),
+        ),
+        parsed(
+            "write_file",
+            serde_json::json!({"path": "pipe", "content": "b"}),
+        ),
+    ] {
+        assert_failure(&f.run(action), "FIFO");
+    }
+    // search walks past it.
+    let out = f.run(parsed("search", serde_json::json!({"pattern": "alpha"})));
+    assert_eq!(out.result, ActionResult::Success, "{out:?}");
+    assert!(f.path("pipe").exists());
+}
+
+#[test]
+fn files_over_the_cap_are_refused_by_file_actions() {
+    let f = Fixture::new();
+    fs::File::create(f.path("huge.txt"))
+        .unwrap()
+        .set_len(super::files::MAX_TEXT_FILE_BYTES + 1)
+        .unwrap();
+    assert_failure(
+        &f.run(parsed("read_file", serde_json::json!({"path": "huge.txt"}))),
+        "larger than",
+    );
+}
+
+#[test]
+fn protected_paths_refuse_writes_however_spelled_but_stay_readable() {
+    let mut f = Fixture::new();
+    fs::write(f.path("agentforge.toml"), "[limits]\n").unwrap();
+    fs::create_dir_all(f.path("plugins/p")).unwrap();
+    fs::write(f.path("plugins/p/plugin.toml"), "name = 'p'\n").unwrap();
+    symlink("agentforge.toml", f.path("alias.toml")).unwrap();
+    f.ws.protect(std::path::Path::new("agentforge.toml"), "the config");
+    f.ws.protect(&f.path("plugins"), "a plugin folder");
+    f.ws.protect(std::path::Path::new("prompts"), "the prompts folder");
+    f.ws.protect_globs(&["*.lock".to_string(), "vendor".to_string()])
+        .unwrap();
+    for (path, why) in [
+        ("agentforge.toml", "the config"),
+        ("./agentforge.toml", "the config"),
+        ("src/../agentforge.toml", "the config"),
+        ("AGENTFORGE.toml", "the config"),
+        ("alias.toml", "the config"),
+        ("plugins/p/plugin.toml", "a plugin folder"),
+        ("plugins/new.wasm", "a plugin folder"),
+        ("prompts/analyze.j2", "the prompts folder"),
+        ("Cargo.lock", "`*.lock`"),
+        ("vendor/x/y.rs", "`vendor`"),
+    ] {
+        let out = f.run(parsed(
+            "write_file",
+            serde_json::json!({"path": path, "content": "pwned"}),
+        ));
+        assert_failure(&out, why);
+        assert_failure(&out, "is protected");
+    }
+    assert_failure(
+        &f.run(parsed(
+            "edit_file",
+            serde_json::json!({"path": "alias.toml", "old_text": "[limits]", "new_text": "x"}),
+        )),
+        "is protected",
+    );
+    assert_eq!(f.read("agentforge.toml"), "[limits]\n");
+    assert!(!f.path("prompts").exists() && !f.path("vendor").exists());
+    // Reading them is fine, and files merely named alike are writable.
+    let out = f.run(parsed(
+        "read_file",
+        serde_json::json!({"path": "agentforge.toml"}),
+    ));
+    assert_eq!(out.result, ActionResult::Success, "{out:?}");
+    let out = f.run(parsed(
+        "write_file",
+        serde_json::json!({"path": "src/agentforge.toml.md", "content": "ok"}),
+    ));
+    assert_eq!(out.result, ActionResult::Success, "{out:?}");
+    assert!(f.ws.protect_globs(&["a[".to_string()]).is_err());
 }

@@ -4,6 +4,9 @@ use std::ffi::OsStr;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use super::read::{read_regular_file, BoundedRead};
 use super::ToolError;
 
 /// Top-level folders no action may touch: the harness's own state (a model editing
@@ -20,10 +23,42 @@ const PROTECTED: [(&str, &str); 2] = [
 ];
 
 /// The workspace root; every file action is confined to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Besides confinement, a workspace knows its *protected* paths: files and folders the
+/// harness itself reads (the config, the prompts and plugin folders, the task file) and
+/// the project's `[tools] protected` globs. The model's write actions resolve their
+/// paths with [`Workspace::resolve_for_write`], which refuses them; reads stay allowed.
+#[derive(Debug, Clone)]
 pub struct Workspace {
     /// Canonical (symlink-free, absolute) root, so prefix checks are meaningful.
     root: PathBuf,
+    /// Protected paths: workspace-relative, `/`-separated, ASCII-lowercased (a
+    /// case-insensitive file system must not let `AgentForge.TOML` through), with the
+    /// reason shown when a write is refused.
+    protected: Vec<(String, String)>,
+    /// `[tools] protected` patterns as given, and compiled (case-insensitive).
+    protected_globs: Vec<String>,
+    glob_set: GlobSet,
+}
+
+impl PartialEq for Workspace {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+            && self.protected == other.protected
+            && self.protected_globs == other.protected_globs
+    }
+}
+
+impl Eq for Workspace {}
+
+/// A `[tools] protected` pattern that does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid protected-path glob `{pattern}`: {message}; use e.g. `secrets/**` or `*.lock`")]
+pub struct ProtectedGlobError {
+    /// The pattern.
+    pub pattern: String,
+    /// The parser's message.
+    pub message: String,
 }
 
 /// The refusal message if `name` is a protected folder name (compared without
@@ -34,6 +69,26 @@ fn protected_reason(name: &OsStr) -> Option<&'static str> {
         .iter()
         .find(|(p, _)| name.eq_ignore_ascii_case(p))
         .map(|(_, why)| *why)
+}
+
+/// Compiles `[tools] protected` globs as [`Workspace::protect_globs`] matches them.
+pub fn compile_protected(patterns: &[String]) -> Result<GlobSet, ProtectedGlobError> {
+    let mut builder = GlobSetBuilder::new();
+    for p in patterns {
+        let glob = GlobBuilder::new(p.trim_start_matches("./"))
+            .literal_separator(true)
+            .case_insensitive(true)
+            .build()
+            .map_err(|e| ProtectedGlobError {
+                pattern: p.clone(),
+                message: e.kind().to_string(),
+            })?;
+        builder.add(glob);
+    }
+    builder.build().map_err(|e| ProtectedGlobError {
+        pattern: patterns.join(", "),
+        message: e.to_string(),
+    })
 }
 
 impl Workspace {
@@ -49,7 +104,106 @@ impl Workspace {
         if !canonical.is_dir() {
             return Err(root_error("not a directory".to_string()));
         }
-        Ok(Workspace { root: canonical })
+        Ok(Workspace {
+            root: canonical,
+            protected: Vec::new(),
+            protected_globs: Vec::new(),
+            glob_set: GlobSet::empty(),
+        })
+    }
+
+    /// Protects `path` (absolute, or relative to the root) and everything under it from
+    /// the model's writes; `why` completes "`path` is protected: ...".
+    ///
+    /// The path is resolved like a model's path (symlinks followed, `..` judged
+    /// physically), so the entry names the real file; it need not exist yet (a prompts
+    /// folder the model could create is protected too). Paths outside the workspace,
+    /// already unreachable for writes, and the root itself are ignored.
+    pub fn protect(&mut self, path: &Path, why: impl Into<String>) {
+        let abs = if path.is_absolute() {
+            fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        } else {
+            let Some(rel) = path.to_str() else { return };
+            match self.resolve(rel) {
+                Ok(abs) => abs,
+                Err(_) => return,
+            }
+        };
+        match abs.strip_prefix(&self.root) {
+            Ok(inner) if !inner.as_os_str().is_empty() => {
+                let key = self.relative(&abs).to_ascii_lowercase();
+                if !self.protected.iter().any(|(p, _)| *p == key) {
+                    self.protected.push((key, why.into()));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds the project's `[tools] protected` globs (workspace-relative, matched without
+    /// case; `*` does not cross `/`, `**` does). A glob matching a folder protects
+    /// everything in it.
+    pub fn protect_globs(&mut self, patterns: &[String]) -> Result<(), ProtectedGlobError> {
+        let mut all = self.protected_globs.clone();
+        all.extend(patterns.iter().cloned());
+        self.glob_set = compile_protected(&all)?;
+        self.protected_globs = all;
+        Ok(())
+    }
+
+    /// Why the resolved path `abs` (from [`Workspace::resolve`]) may not be written, if
+    /// it is protected.
+    fn protection(&self, abs: &Path) -> Option<String> {
+        let rel = self.relative(abs);
+        let lower = rel.to_ascii_lowercase();
+        for (p, why) in &self.protected {
+            if lower == *p || lower.starts_with(&format!("{p}/")) {
+                return Some(why.clone());
+            }
+        }
+        if self.glob_set.is_empty() {
+            return None;
+        }
+        // The path and each folder above it: a glob naming a folder covers its content.
+        let mut prefix = String::new();
+        for part in rel.split('/') {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            if let Some(i) = self.glob_set.matches(&prefix).first() {
+                return Some(format!(
+                    "it matches `{}` in the project's `[tools] protected` list (agentforge.toml)",
+                    self.protected_globs[*i]
+                ));
+            }
+        }
+        None
+    }
+
+    /// [`Workspace::resolve`] for an action that writes: protected paths are refused too,
+    /// judged on the resolved path, so `./agentforge.toml`, `sub/../agentforge.toml` or a
+    /// symlink to it are refused like the plain name.
+    pub fn resolve_for_write(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        let abs = self.resolve(rel)?;
+        match self.protection(&abs) {
+            None => Ok(abs),
+            Some(why) => Err(ToolError::Refused {
+                path: rel.to_string(),
+                reason: format!(
+                    "`{}` is protected ({why}); actions may not change it. Change the project's own files instead, or escalate if the task really needs this file changed",
+                    self.relative(&abs)
+                ),
+            }),
+        }
+    }
+
+    /// Reads at most `cap` bytes of the regular file `rel` (a model- or task-given path):
+    /// confinement first ([`Workspace::resolve`]), then [`read_regular_file`]; errors
+    /// name the path as given.
+    pub fn read_bounded(&self, rel: &str, cap: u64) -> Result<BoundedRead, ToolError> {
+        let abs = self.resolve(rel)?;
+        read_regular_file(&abs, cap).map_err(|e| ToolError::Read(e.shown_as(rel)))
     }
 
     /// The canonical workspace root.
