@@ -281,6 +281,34 @@ fn sigterm_during_a_check_exits_143_and_resume_completes() {
 }
 
 #[test]
+fn a_second_sigint_exits_at_once_and_still_kills_the_check() {
+    let tmp = workspace(SLOW_TASK);
+    let dir = tmp.path();
+    let server = ScriptedServer::builder(Protocol::OpenAi)
+        .api_key(KEY)
+        .script(vec![Scripted::tool_call("run_tests", json!({}))])
+        .start_background();
+    let mut child = spawn(
+        cmd(dir, &server, &run_args(&["run", "task.yaml"])),
+        dir,
+        "run.err",
+    );
+    let pids = wait_for_check(dir);
+    send(&child, libc::SIGINT);
+    send(&child, libc::SIGINT);
+    let code = exit_within(&mut child, Duration::from_secs(10));
+    let err = read(dir, "run.err");
+    // Whichever of the two stops it first, the exit is an interrupt's.
+    assert_eq!(code, Some(Some(130)), "{err}");
+    assert!(err.contains("`agentforge resume slow` continues"), "{err}");
+    assert!(
+        wait_until(Duration::from_secs(5), || pids.iter().all(|p| !alive(*p))),
+        "check processes {pids:?} outlived the interrupt"
+    );
+    assert!(steps(dir, "slow").is_empty());
+}
+
+#[test]
 fn sigint_during_the_model_request_cancels_it() {
     let tmp = workspace(SLOW_TASK);
     let dir = tmp.path();
