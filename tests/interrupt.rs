@@ -426,6 +426,12 @@ fn two_concurrent_resumes_one_runs_the_other_refuses_with_its_pid() {
         "{refusal}"
     );
 
+    // Reading the task while it runs is fine (and repairs nothing under the runner).
+    let show = cmd(dir, &server, &["task", "show", "gated"])
+        .output()
+        .unwrap();
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+
     std::fs::write(dir.join("go"), "").unwrap();
     let code = exit_within(winner, Duration::from_secs(120));
     assert_eq!(code, Some(Some(0)), "{}", read(dir, winner_err));

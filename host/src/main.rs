@@ -319,7 +319,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Task(TaskCommand::Show { task_id }) => {
             let store = TaskStore::new(&workspace_root(g)?);
             let dir = store.open(task_id).map_err(usage)?;
-            let (state, recovery) = dir.recover().map_err(failed)?;
+            // Repairs only with the run lock: a runner may be appending to the log now.
+            let (state, recovery) = match dir.lock() {
+                Ok(_lock) => dir.recover().map_err(failed)?,
+                Err(agentforge::state_store::StoreError::Busy { .. }) => (
+                    dir.load_state().map_err(failed)?,
+                    agentforge::state_store::Recovery::default(),
+                ),
+                Err(e) => return Err(failed(e)),
+            };
             report_recovery(&recovery);
             let spec = dir.spec().map_err(failed)?;
             let actions = dir.recent_actions(5).map_err(failed)?;
