@@ -5,7 +5,9 @@
 //! hung grandchild would otherwise keep the output pipes open and the step blocked.
 //! When the shell exits, anything left in its group (stray background jobs) is killed
 //! too: nothing a step starts may outlive it, or a crashed or repeated step could find
-//! ports bound and files locked by its predecessor.
+//! ports bound and files locked by its predecessor. The shell starts gated and runs the
+//! command only once the host has registered its group ([`ProcessGroups`]), so that a
+//! group is on record, in the task folder, before anything of it runs.
 //!
 //! Output is kept in memory up to a cap: the first and the last halves of the cap
 //! survive, because a test run's verdict and failures are usually at its end.
@@ -105,7 +107,7 @@ pub enum CommandError {
 /// that left the group (`setsid`) can hold the pipes open forever; this bounds it.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// Runs `command` with `sh -c` in `cwd`, stdin closed, within `limits`.
+/// Runs `command` with `sh -c` in `cwd`, stdin closed (EOF), within `limits`.
 ///
 /// On timeout the whole process group is killed and the output so far is returned
 /// with `timed_out = true`. A non-zero exit is not an error.
@@ -131,9 +133,10 @@ pub async fn run_command(
     let started = Instant::now();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
+        .arg(GATE)
         .arg(command)
         .current_dir(cwd)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -143,6 +146,7 @@ pub async fn run_command(
     // Armed until the group is known to be dead, so that dropping this future
     // (the caller gave up) still kills everything the command started.
     let mut group = GroupGuard::new(child.id());
+    release(&mut child).await;
 
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
@@ -205,6 +209,22 @@ pub async fn run_command(
     })
 }
 
+/// The shell's first act (with the command as `$0`): wait for the host's go-ahead on
+/// stdin, then become the command's shell (`exec`: same pid, so the same group and start
+/// time). The host registers the group in between (see [`ProcessGroups`]), so a group is
+/// recorded before any of the command runs; a host that dies first closes stdin without
+/// the go-ahead and the command never starts.
+const GATE: &str = r#"read _ && exec sh -c "$0""#;
+
+/// Gives the gated shell its go-ahead and closes its stdin: the command then reads EOF,
+/// as from /dev/null.
+async fn release(child: &mut tokio::process::Child) {
+    if let Some(mut stdin) = child.stdin.take() {
+        // A shell that already died cannot take it; its exit status will tell.
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, b"\n").await;
+    }
+}
+
 /// Kills a command's process group (its pgid is the shell's pid) on demand or on drop.
 /// The group is in the [`ProcessGroups`] registry while the guard is armed.
 struct GroupGuard(Option<u32>);
@@ -265,7 +285,7 @@ pub struct RecordedGroup {
 /// this registry covers what a guard cannot. An exit that skips destructors (a second
 /// Ctrl-C exits at once) calls [`ProcessGroups::kill_all`]; and since a host killed with
 /// SIGKILL kills nothing, every group is also written to a file of the task folder
-/// ([`ProcessGroups::record_in`]) from just after its spawn until it is over, so the
+/// ([`ProcessGroups::record_in`]) from before the command runs until it is over, so the
 /// next run of the task can kill what its predecessor left behind
 /// ([`kill_leftover_groups`]).
 #[derive(Debug)]
@@ -816,10 +836,9 @@ mod tests {
         let dir = tmp();
         let file = dir.path().join(GROUPS_FILE);
         ProcessGroups::global().record_in(Some(file.clone()));
-        // The record is written just after the spawn, so the shell may start first.
-        let f = file.display();
+        // The shell waits for the record before it runs the command.
         let out = run_command(
-            &format!("echo $$; while [ ! -f {f} ]; do sleep 0.01; done; cat {f}"),
+            &format!("echo $$; cat {}", file.display()),
             dir.path(),
             &limits(30, 4096),
         )
