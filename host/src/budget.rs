@@ -56,6 +56,65 @@ impl BudgetPolicy {
     }
 }
 
+/// Where a task's base step budget came from. Precedence, highest first: the command
+/// line's `--max-steps`, the task file's `max_steps`, the config's `[limits] max_steps`
+/// (30 by default). The choice is recorded in the task's state, so `resume` keeps it
+/// unless given `--max-steps` again.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitSource {
+    /// `--max-steps` on `run` or `resume`: a hard cap, never extended.
+    Flag,
+    /// The task file's `max_steps`.
+    Task,
+    /// `[limits] max_steps` of the configuration.
+    Config,
+}
+
+/// A task's base step budget and where it came from (see [`LimitSource`]).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepLimit {
+    /// Steps the task may take before the adaptive budget decides.
+    pub base: u64,
+    /// Which setting gave it.
+    pub source: LimitSource,
+}
+
+impl StepLimit {
+    /// The limit by precedence: `flag`, else `task`, else `config`.
+    pub fn resolve(flag: Option<u64>, task: Option<u64>, config: u64) -> StepLimit {
+        match (flag, task) {
+            (Some(base), _) => StepLimit {
+                base,
+                source: LimitSource::Flag,
+            },
+            (None, Some(base)) => StepLimit {
+                base,
+                source: LimitSource::Task,
+            },
+            (None, None) => StepLimit {
+                base: config,
+                source: LimitSource::Config,
+            },
+        }
+    }
+
+    /// Whether the adaptive budget may extend the task past `base`: not when the user
+    /// set the limit on the command line, which is taken as a promise.
+    pub fn extensible(&self) -> bool {
+        self.source != LimitSource::Flag
+    }
+
+    /// The policy to apply under this limit: `policy`, without extensions for a hard cap.
+    pub fn policy(&self, policy: &BudgetPolicy) -> BudgetPolicy {
+        let mut p = policy.clone();
+        if !self.extensible() {
+            p.extension = 0;
+        }
+        p
+    }
+}
+
 /// What to do with a task's step budget.
 #[derive(Clone, Debug, PartialEq)]
 pub enum BudgetDecision {
@@ -435,5 +494,34 @@ mod tests {
                 loop_detected: true
             }
         );
+    }
+
+    #[test]
+    fn step_limit_precedence_flag_task_config() {
+        let flag = StepLimit::resolve(Some(3), Some(10), 30);
+        assert_eq!((flag.base, flag.source), (3, LimitSource::Flag));
+        assert!(!flag.extensible());
+        let task = StepLimit::resolve(None, Some(10), 30);
+        assert_eq!((task.base, task.source), (10, LimitSource::Task));
+        assert!(task.extensible());
+        let config = StepLimit::resolve(None, None, 30);
+        assert_eq!((config.base, config.source), (30, LimitSource::Config));
+    }
+
+    #[test]
+    fn a_flag_limit_is_never_extended() {
+        let mut h = flat(4, None);
+        h[3].checks_passing = 3;
+        h[3].checks_failing = 0;
+        let soft = StepLimit::resolve(None, Some(4), 30);
+        assert!(matches!(
+            decide(&soft.policy(&policy()), 4, 4, 4, &h),
+            BudgetDecision::Extend { .. }
+        ));
+        let hard = StepLimit::resolve(Some(4), Some(4), 30);
+        assert!(matches!(
+            decide(&hard.policy(&policy()), 4, 4, 4, &h),
+            BudgetDecision::Stop { .. }
+        ));
     }
 }

@@ -5,7 +5,9 @@
 //! hung grandchild would otherwise keep the output pipes open and the step blocked.
 //! When the shell exits, anything left in its group (stray background jobs) is killed
 //! too: nothing a step starts may outlive it, or a crashed or repeated step could find
-//! ports bound and files locked by its predecessor.
+//! ports bound and files locked by its predecessor. The shell starts gated and runs the
+//! command only once the host has registered its group ([`ProcessGroups`]), so that a
+//! group is on record, in the task folder, before anything of it runs.
 //!
 //! Output is kept in memory up to a cap: the first and the last halves of the cap
 //! survive, because a test run's verdict and failures are usually at its end.
@@ -110,7 +112,7 @@ pub enum CommandError {
 /// that left the group (`setsid`) can hold the pipes open forever; this bounds it.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// Runs `command` with `sh -c` in `cwd`, stdin closed, within `limits`.
+/// Runs `command` with `sh -c` in `cwd`, stdin closed (EOF), within `limits`.
 ///
 /// On timeout the whole process group is killed and the output so far is returned
 /// with `timed_out = true`. A non-zero exit is not an error.
@@ -136,9 +138,10 @@ pub async fn run_command(
     let started = Instant::now();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
+        .arg(GATE)
         .arg(command)
         .current_dir(cwd)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -148,7 +151,8 @@ pub async fn run_command(
     let mut child = cmd.spawn().map_err(spawn_error)?;
     // Armed until the group is known to be dead, so that dropping this future
     // (the caller gave up) still kills everything the command started.
-    let mut group = GroupGuard(child.id());
+    let mut group = GroupGuard::new(child.id());
+    release(&mut child).await;
 
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
@@ -203,6 +207,11 @@ pub async fn run_command(
     let (mut output, truncated) = output.finish();
     // The choke point for command output: every store and view of it comes from here.
     crate::secrets::secrets().mask_string(&mut output);
+    // Escapes and control characters from the command (colours, cursor moves, a forged
+    // line) go no further: not to extractors, the log, the terminal or the model.
+    if let std::borrow::Cow::Owned(clean) = crate::sanitize::text(&output) {
+        output = clean;
+    }
     Ok(CommandOutput {
         command: command.to_string(),
         exit_code: status.and_then(|s| s.code()),
@@ -222,10 +231,35 @@ fn child_environment(cmd: &mut Command) {
     cmd.envs(policy.child_env(std::env::vars_os()));
 }
 
+/// The shell's first act (with the command as `$0`): wait for the host's go-ahead on
+/// stdin, then become the command's shell (`exec`: same pid, so the same group and start
+/// time). The host registers the group in between (see [`ProcessGroups`]), so a group is
+/// recorded before any of the command runs; a host that dies first closes stdin without
+/// the go-ahead and the command never starts.
+const GATE: &str = r#"read _ && exec sh -c "$0""#;
+
+/// Gives the gated shell its go-ahead and closes its stdin: the command then reads EOF,
+/// as from /dev/null.
+async fn release(child: &mut tokio::process::Child) {
+    if let Some(mut stdin) = child.stdin.take() {
+        // A shell that already died cannot take it; its exit status will tell.
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, b"\n").await;
+    }
+}
+
 /// Kills a command's process group (its pgid is the shell's pid) on demand or on drop.
+/// The group is in the [`ProcessGroups`] registry while the guard is armed.
 struct GroupGuard(Option<u32>);
 
 impl GroupGuard {
+    /// Guards the group led by `pid` and registers it.
+    fn new(pid: Option<u32>) -> GroupGuard {
+        if let Some(pgid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            ProcessGroups::global().register(pgid);
+        }
+        GroupGuard(pid)
+    }
+
     /// Sends SIGKILL to every process in the group. A group that is already gone
     /// (ESRCH) is fine. The pgid cannot be reused while any member lives, and we
     /// stop signalling right after the command ends, so no unrelated group is hit.
@@ -242,14 +276,230 @@ impl GroupGuard {
 
     /// Stops the guard from signalling: the command is over and reaped.
     fn disarm(&mut self) {
-        self.0 = None;
+        if let Some(pgid) = self.0.take().and_then(|p| i32::try_from(p).ok()) {
+            ProcessGroups::global().unregister(pgid);
+        }
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
+        self.disarm();
     }
+}
+
+/// A command's process group as recorded in a task folder: enough to recognise it
+/// later even if its pgid has been reused since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedGroup {
+    /// The group id (the shell's pid).
+    pub pgid: i32,
+    /// The leader's start time, in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_ticks: u64,
+    /// The leader's session.
+    pub session: i32,
+}
+
+/// The process groups of the commands running now, process-wide.
+///
+/// Each command's [`GroupGuard`] kills its group when the command ends or is dropped;
+/// this registry covers what a guard cannot. An exit that skips destructors (a second
+/// Ctrl-C exits at once) calls [`ProcessGroups::kill_all`]; and since a host killed with
+/// SIGKILL kills nothing, every group is also written to a file of the task folder
+/// ([`ProcessGroups::record_in`]) from before the command runs until it is over, so the
+/// next run of the task can kill what its predecessor left behind
+/// ([`kill_leftover_groups`]).
+#[derive(Debug)]
+pub struct ProcessGroups {
+    inner: std::sync::Mutex<GroupsInner>,
+}
+
+#[derive(Debug)]
+struct GroupsInner {
+    live: Vec<RecordedGroup>,
+    record: Option<PathBuf>,
+}
+
+static PROCESS_GROUPS: ProcessGroups = ProcessGroups {
+    inner: std::sync::Mutex::new(GroupsInner {
+        live: Vec::new(),
+        record: None,
+    }),
+};
+
+/// File in a task folder listing the process groups of the commands running for it.
+pub const GROUPS_FILE: &str = "running-groups";
+
+impl ProcessGroups {
+    /// The registry of this process.
+    pub fn global() -> &'static ProcessGroups {
+        &PROCESS_GROUPS
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GroupsInner> {
+        // A panic elsewhere must not stop the killing of process groups.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the live groups in `file` from now on (`None`: stop recording). The
+    /// caller owns the folder (the task's run lock), so no one else writes the file.
+    pub fn record_in(&self, file: Option<PathBuf>) {
+        let mut inner = self.lock();
+        inner.record = file;
+        write_record(&inner);
+    }
+
+    /// The groups running now.
+    pub fn live(&self) -> Vec<RecordedGroup> {
+        self.lock().live.clone()
+    }
+
+    fn register(&self, pgid: i32) {
+        let (start_ticks, session) = proc_stat(pgid)
+            .map(|s| (s.start_ticks, s.session))
+            .unwrap_or_default();
+        let mut inner = self.lock();
+        inner.live.push(RecordedGroup {
+            pgid,
+            start_ticks,
+            session,
+        });
+        write_record(&inner);
+    }
+
+    fn unregister(&self, pgid: i32) {
+        let mut inner = self.lock();
+        inner.live.retain(|g| g.pgid != pgid);
+        write_record(&inner);
+    }
+
+    /// Sends SIGKILL to every live group, for an exit that will not run the guards'
+    /// destructors. The groups stay registered: their guards still unregister them.
+    pub fn kill_all(&self) {
+        for g in self.lock().live.iter() {
+            kill_group(g.pgid);
+        }
+    }
+}
+
+/// Writes the live groups to the record file, or removes it when there is none. Best
+/// effort: a failed write only weakens the cleanup after a SIGKILL of the host.
+fn write_record(inner: &GroupsInner) {
+    let Some(file) = &inner.record else { return };
+    if inner.live.is_empty() {
+        let _ = std::fs::remove_file(file);
+        return;
+    }
+    let text: String = inner
+        .live
+        .iter()
+        .map(|g| format!("{} {} {}\n", g.pgid, g.start_ticks, g.session))
+        .collect();
+    let _ = crate::state_store::atomic_write(file, text.as_bytes());
+}
+
+/// SIGKILL to a whole process group; a group that is gone (ESRCH) is fine.
+fn kill_group(pgid: i32) {
+    #[cfg(unix)]
+    if pgid > 1 {
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// What `/proc/<pid>/stat` says about a process.
+#[derive(Debug, Clone, Copy)]
+struct ProcStat {
+    pgrp: i32,
+    session: i32,
+    start_ticks: u64,
+    zombie: bool,
+}
+
+/// Reads `/proc/<pid>/stat` (None off Linux or when the process is gone).
+fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields after the last ')'.
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(ProcStat {
+        zombie: matches!(fields.first(), Some(&"Z") | Some(&"X")),
+        pgrp: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// The processes of group `pgid` that are not zombies.
+fn live_members(pgid: i32) -> Vec<ProcStat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_stat)
+        .filter(|s| s.pgrp == pgid && !s.zombie)
+        .collect()
+}
+
+/// Whether the group recorded as `g` is still the one that was recorded. With its
+/// leader alive, the leader's start time decides (a reused pid starts later). With the
+/// leader gone, the pgid cannot have been handed out again while members of the group
+/// live, so members in the recorded session that started after the leader are the
+/// recorded group's.
+fn still_ours(g: &RecordedGroup) -> bool {
+    match proc_stat(g.pgid) {
+        Some(leader) if !leader.zombie => {
+            leader.pgrp == g.pgid && leader.start_ticks == g.start_ticks
+        }
+        _ => live_members(g.pgid)
+            .iter()
+            .any(|m| m.session == g.session && m.start_ticks >= g.start_ticks),
+    }
+}
+
+/// Kills the process groups that a previous run of a task recorded in `file` and left
+/// running (its host was killed while a command ran), so that they cannot overlap the
+/// commands of the new run. A group is killed only if it is still the recorded one
+/// (see [`RecordedGroup`]); then this waits (up to 2 s) for its members to die. Removes
+/// the file and returns the pgids killed. Call it holding the task's run lock.
+pub fn kill_leftover_groups(file: &Path) -> Vec<i32> {
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return Vec::new();
+    };
+    let mut killed = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_whitespace().map(str::parse::<i64>);
+        let (Some(Ok(pgid)), Some(Ok(start)), Some(Ok(session))) = (f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let (Ok(pgid), Ok(start_ticks), Ok(session)) = (
+            i32::try_from(pgid),
+            u64::try_from(start),
+            i32::try_from(session),
+        ) else {
+            continue;
+        };
+        let g = RecordedGroup {
+            pgid,
+            start_ticks,
+            session,
+        };
+        // pgid 0 or 1 would signal our own group or every process: never a recorded shell.
+        if pgid > 1 && still_ours(&g) {
+            kill_group(pgid);
+            killed.push(pgid);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while killed.iter().any(|p| !live_members(*p).is_empty()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(file);
+    killed
 }
 
 /// Keeps the first half and the last half of `cap` bytes of a stream.
@@ -523,5 +773,117 @@ mod tests {
             msg.contains("nope") && msg.contains("working directory"),
             "{msg}"
         );
+    }
+
+    /// A group like a check's, started by "a previous run": `sh` leading its own group
+    /// with a `sleep` child. Returns the shell and the sleep's pid.
+    fn orphan_like_group(dir: &Path) -> (std::process::Child, i32) {
+        use std::os::unix::process::CommandExt;
+        let pid_file = dir.join("sleep.pid");
+        let child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("sleep 60 & echo $! > {}; wait", pid_file.display()))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut pid = None;
+        for _ in 0..500 {
+            pid = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok());
+            if pid.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (child, pid.expect("the group started"))
+    }
+
+    fn record_line(pgid: i32, start_shift: u64) -> String {
+        let st = proc_stat(pgid).expect("/proc is readable");
+        format!("{pgid} {} {}\n", st.start_ticks + start_shift, st.session)
+    }
+
+    #[test]
+    fn leftover_group_is_killed_when_it_is_still_the_recorded_one() {
+        let dir = tmp();
+        let (mut shell, sleep) = orphan_like_group(dir.path());
+        let pgid = shell.id() as i32;
+        let file = dir.path().join(GROUPS_FILE);
+        std::fs::write(&file, record_line(pgid, 0)).unwrap();
+        assert_eq!(kill_leftover_groups(&file), [pgid]);
+        assert!(shell.wait().unwrap().code().is_none(), "killed by a signal");
+        assert!(live_members(pgid).is_empty());
+        assert!(!is_alive(sleep), "sleep {sleep} survived");
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn a_group_whose_leader_started_at_another_time_is_not_ours() {
+        let dir = tmp();
+        let (mut shell, sleep) = orphan_like_group(dir.path());
+        let pgid = shell.id() as i32;
+        let file = dir.path().join(GROUPS_FILE);
+        // Same pgid, another start time: the pid was reused by an unrelated process.
+        std::fs::write(&file, record_line(pgid, 1)).unwrap();
+        assert!(kill_leftover_groups(&file).is_empty());
+        assert!(is_alive(sleep));
+        // Garbage lines and pgids 0/1 are ignored, never signalled.
+        std::fs::write(&file, "garbage\n0 0 0\n1 0 0\n").unwrap();
+        assert!(kill_leftover_groups(&file).is_empty());
+        kill_group(pgid);
+        let _ = shell.wait();
+    }
+
+    #[test]
+    fn leftover_members_of_a_dead_leader_are_killed() {
+        let dir = tmp();
+        let (mut shell, sleep) = orphan_like_group(dir.path());
+        let pgid = shell.id() as i32;
+        let line = record_line(pgid, 0);
+        // The shell dies, its background `sleep` stays in the group.
+        unsafe {
+            libc::kill(pgid, libc::SIGKILL);
+        }
+        shell.wait().unwrap();
+        assert!(is_alive(sleep));
+        let file = dir.path().join(GROUPS_FILE);
+        std::fs::write(&file, line).unwrap();
+        assert_eq!(kill_leftover_groups(&file), [pgid]);
+        assert!(!is_alive(sleep), "sleep {sleep} survived");
+    }
+
+    #[tokio::test]
+    async fn running_groups_are_recorded_while_they_run() {
+        let dir = tmp();
+        let file = dir.path().join(GROUPS_FILE);
+        ProcessGroups::global().record_in(Some(file.clone()));
+        // The shell waits for the record before it runs the command.
+        let out = run_command(
+            &format!("echo $$; cat {}", file.display()),
+            dir.path(),
+            &limits(30, 4096),
+        )
+        .await
+        .unwrap();
+        ProcessGroups::global().record_in(None);
+        let mut lines = out.output.lines();
+        let shell = lines.next().unwrap().trim().to_string();
+        // Other tests' commands may be recorded too: ours is among them.
+        assert!(
+            lines.any(|l| l.split_whitespace().next() == Some(shell.as_str())
+                && l.split_whitespace().count() == 3),
+            "{}",
+            out.output
+        );
+        assert!(!ProcessGroups::global()
+            .live()
+            .iter()
+            .any(|g| g.pgid.to_string() == shell));
+    }
+
+    fn is_alive(pid: i32) -> bool {
+        // SAFETY: signal 0 only checks for existence.
+        unsafe { libc::kill(pid, 0) == 0 && !is_zombie(pid) }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::budget::{self, BudgetDecision, ProgressPoint};
+use crate::budget::{self, BudgetDecision, ProgressPoint, StepLimit};
 use crate::commands::{run_command, CommandOutput};
 use crate::config::Config;
 use crate::context::{self, ActionEntry, BuiltPrompt, ContextInput, RecentAction, TaskFrame};
@@ -99,6 +99,53 @@ pub enum ExecError {
     /// The task cannot run as configured.
     #[error("{0}")]
     Config(String),
+    /// A stop was requested ([`StopRequest`]): the run stopped at a safe point, with
+    /// every recorded step kept and the unrecorded one rolled back; `resume` continues.
+    #[error("interrupted before step {step} was recorded")]
+    Interrupted {
+        /// The step that was not recorded (it runs again on resume).
+        step: u64,
+    },
+}
+
+/// Asks a run to stop at its next safe point: between two steps, or by abandoning the
+/// step in flight (its model request is cancelled, its running check's process group
+/// killed, its file changes rolled back). Cheap to clone; set it from a signal handler.
+#[derive(Clone, Debug)]
+pub struct StopRequest {
+    tx: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for StopRequest {
+    fn default() -> Self {
+        StopRequest {
+            tx: std::sync::Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
+}
+
+impl StopRequest {
+    /// A request not made yet.
+    pub fn new() -> StopRequest {
+        StopRequest::default()
+    }
+
+    /// Makes the request (idempotent).
+    pub fn request(&self) {
+        self.tx.send_replace(true);
+    }
+
+    /// Whether the request was made.
+    pub fn is_requested(&self) -> bool {
+        *self.tx.borrow()
+    }
+
+    /// Completes once the request is made.
+    pub async fn requested(&self) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
 }
 
 /// Everything a run needs besides the task itself.
@@ -127,6 +174,9 @@ pub struct Runtime {
     pub guards: Guards,
     /// Print a progress line per step on stderr.
     pub progress: bool,
+    /// The command line's `--max-steps`: wins over the task file and the config, and is
+    /// recorded in the task's state (see [`crate::budget::StepLimit`]).
+    pub max_steps: Option<u64>,
 }
 
 impl Runtime {
@@ -178,6 +228,7 @@ impl Runtime {
             config,
             provider,
             progress: false,
+            max_steps: None,
         }
     }
 
@@ -307,8 +358,10 @@ impl Runtime {
             .get(&spec.task_type)
             .map_err(ExecError::Config)?;
         self.checks_for(spec)?;
-        let max_steps = spec.max_steps.unwrap_or(self.config.limits.max_steps);
-        let mut state = TaskState::initial(spec, schema.initial_phase(), max_steps);
+        let limit =
+            StepLimit::resolve(self.max_steps, spec.max_steps, self.config.limits.max_steps);
+        let mut state = TaskState::initial(spec, schema.initial_phase(), limit.base);
+        state.step_limit = Some(limit);
         if let Some(plan) = spec.inputs.get("plan") {
             let bad =
                 |e: String| ExecError::Config(format!("task `{}`: inputs.plan: {e}", spec.id));
@@ -581,8 +634,12 @@ impl<'r> Executor<'r> {
         step: u64,
         feedback: &mut Option<String>,
     ) -> Result<(), ExecError> {
-        let policy = &self.rt.config.adaptive_budget;
-        let base = spec.max_steps.unwrap_or(self.rt.config.limits.max_steps);
+        // States from before the limit was recorded: the task file, else the config.
+        let limit = state.step_limit.unwrap_or_else(|| {
+            StepLimit::resolve(None, spec.max_steps, self.rt.config.limits.max_steps)
+        });
+        let policy = &limit.policy(&self.rt.config.adaptive_budget);
+        let base = limit.base;
         let window = policy.stall_window as usize + 1;
         let skip = log_tail.len().saturating_sub(window);
         let mut history: Vec<ProgressPoint> = log_tail[skip..]
@@ -615,7 +672,11 @@ impl<'r> Executor<'r> {
             }
             BudgetDecision::Stop { reason } => {
                 state.status = TaskStatus::BudgetExhausted;
-                state.status_reason = Some(reason);
+                state.status_reason = Some(if limit.extensible() || step < state.max_steps {
+                    reason
+                } else {
+                    format!("step budget of {} (--max-steps) used up", state.max_steps)
+                });
             }
         }
         Ok(())
@@ -869,10 +930,53 @@ impl<'r> Executor<'r> {
         self.apply(prepared, response).await
     }
 
+    /// Sets the task's step budget from `--max-steps` (see [`crate::budget::StepLimit`]):
+    /// recorded in the state, so a later `resume` without the flag keeps it. A task that
+    /// ran out of budget runs again when `max_steps` leaves it steps. Returns the state.
+    pub fn set_max_steps(&self, max_steps: u64) -> Result<TaskState, ExecError> {
+        let mut state = self.dir.load_state()?;
+        let limit = StepLimit::resolve(Some(max_steps), None, max_steps);
+        if state.step_limit == Some(limit) && state.max_steps == max_steps {
+            return Ok(state);
+        }
+        state.step_limit = Some(limit);
+        state.max_steps = max_steps;
+        if state.status == TaskStatus::BudgetExhausted && state.step < max_steps {
+            state.status = TaskStatus::Running;
+            state.status_reason = None;
+        }
+        self.dir.save_state(&state)?;
+        Ok(state)
+    }
+
     /// Runs steps until the task leaves `running`.
     pub async fn run(&self) -> Result<RunOutcome, ExecError> {
+        self.run_until(&StopRequest::new()).await
+    }
+
+    /// Runs steps until the task leaves `running` or `stop` is requested. A stop ends the
+    /// run at a safe point with [`ExecError::Interrupted`]: before the next step, or by
+    /// dropping the step in flight (which cancels its model request and kills its
+    /// running command's process group) and rolling back its file changes, as a resume
+    /// after a crash would. Recorded steps are never touched. While it runs, the process
+    /// groups of the task's commands are recorded in the task folder (see
+    /// [`crate::commands::ProcessGroups`]).
+    pub async fn run_until(&self, stop: &StopRequest) -> Result<RunOutcome, ExecError> {
+        let groups = crate::commands::ProcessGroups::global();
+        groups.record_in(Some(self.dir.path().join(crate::commands::GROUPS_FILE)));
+        let outcome = self.run_steps(stop).await;
+        groups.record_in(None);
+        outcome
+    }
+
+    async fn run_steps(&self, stop: &StopRequest) -> Result<RunOutcome, ExecError> {
         loop {
             let state = self.dir.load_state()?;
+            if stop.is_requested() && !state.status.is_terminal() {
+                return Err(ExecError::Interrupted {
+                    step: state.step + 1,
+                });
+            }
             if state.status.is_terminal() {
                 return Ok(RunOutcome {
                     status: state.status,
@@ -888,7 +992,18 @@ impl<'r> Executor<'r> {
                 self.dir.save_state(&s)?;
                 continue;
             }
-            let report = self.step().await?;
+            let report = tokio::select! {
+                // A finished step wins over a stop that arrives at the same time.
+                biased;
+                report = self.step() => report?,
+                () = stop.requested() => {
+                    // The step's future is dropped: its command's group is killed (the
+                    // command's guard) and nothing of it was recorded. Undo its file
+                    // changes now, so the workspace is as the last recorded step left it.
+                    self.recover()?;
+                    return Err(ExecError::Interrupted { step: state.step + 1 });
+                }
+            };
             if self.rt.progress {
                 let r = &report.record;
                 eprintln!(

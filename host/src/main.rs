@@ -1,7 +1,8 @@
 //! The `agentforge` command line.
 //!
 //! Exit codes: 0 complete; 2 escalated or budget exhausted; 1 failed (or an error that
-//! stops the run); 64 usage or configuration error.
+//! stops the run); 64 usage or configuration error; 75 the task is being run by another
+//! process; 130 / 143 interrupted by SIGINT / SIGTERM (the task is resumable).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,6 +20,8 @@ use agentforge::tools::Workspace;
 
 /// Exit code for usage and configuration errors (EX_USAGE).
 const EXIT_USAGE: u8 = 64;
+/// Exit code when another process holds the task's run lock (EX_TEMPFAIL: try later).
+const EXIT_BUSY: u8 = 75;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -57,7 +60,8 @@ struct RunFlags {
     /// Recorded session (JSONL) for the replay provider; implies --provider replay.
     #[arg(long)]
     replay: Option<PathBuf>,
-    /// Step budget (overrides the task and the config).
+    /// Step budget: a hard cap that wins over the task file's and the config's, and is
+    /// kept by later resumes of the task (a resume with the flag sets it anew).
     #[arg(long)]
     max_steps: Option<u64>,
     /// Plugin folder (repeatable).
@@ -322,7 +326,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Task(TaskCommand::Show { task_id }) => {
             let store = TaskStore::new(&workspace_root(g)?);
             let dir = store.open(task_id).map_err(usage)?;
-            let (state, recovery) = dir.recover().map_err(failed)?;
+            // Repairs only with the run lock: a runner may be appending to the log now.
+            let (state, recovery) = match dir.lock() {
+                Ok(_lock) => dir.recover().map_err(failed)?,
+                Err(agentforge::state_store::StoreError::Busy { .. }) => (
+                    dir.load_state().map_err(failed)?,
+                    agentforge::state_store::Recovery::default(),
+                ),
+                Err(e) => return Err(failed(e)),
+            };
             report_recovery(&recovery);
             let spec = dir.spec().map_err(failed)?;
             let actions = dir.recent_actions(5).map_err(failed)?;
@@ -432,11 +444,9 @@ fn load_config(g: &Global, flags: &RunFlags, ws: &Path) -> Result<Config, Failur
         config.provider.replay = Some(r.clone());
         config.provider.kind = agentforge::providers::ProviderKind::Replay;
     }
-    if let Some(n) = flags.max_steps {
-        if n == 0 {
-            return Err(usage(anyhow!("--max-steps must be at least 1")));
-        }
-        config.limits.max_steps = n;
+    // `--max-steps` is not a config value: it goes to the task's state (see `runtime`).
+    if flags.max_steps == Some(0) {
+        return Err(usage(anyhow!("--max-steps must be at least 1")));
     }
     // Folders given on the command line are relative to where the command runs.
     for p in &flags.plugins {
@@ -462,6 +472,7 @@ fn runtime(g: &Global, flags: &RunFlags) -> Result<Runtime, Failure> {
             .protect(&c, "the AgentForge configuration of this run");
     }
     rt.progress = !flags.quiet;
+    rt.max_steps = flags.max_steps;
     load_plugins(&mut rt, flags.strict)?;
     Ok(rt)
 }
@@ -504,18 +515,12 @@ fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
 }
 
 fn check_writable(root: &Path) -> Result<(), Failure> {
-    let dir = root.join(".agentforge");
-    std::fs::create_dir_all(&dir)
-        .and_then(|_| {
-            let probe = dir.join(".write-probe");
-            std::fs::write(&probe, b"ok")?;
-            std::fs::remove_file(&probe)
-        })
+    agentforge::state_store::probe_writable(root)
         .with_context(|| {
             format!(
                 "workspace {} is not writable (tasks are stored in {})",
                 root.display(),
-                dir.display()
+                root.join(".agentforge").display()
             )
         })
         .map_err(usage)
@@ -580,11 +585,26 @@ async fn drive(
     dir: agentforge::state_store::TaskDir,
     json: bool,
 ) -> Result<u8, Failure> {
+    // One process per task: held until this process exits (the OS drops it on death).
+    let _lock = dir.lock().map_err(|e| match e {
+        e @ agentforge::state_store::StoreError::Busy { .. } => Failure {
+            code: EXIT_BUSY,
+            error: e.into(),
+        },
+        e => failed(e),
+    })?;
+    let leftover = dir.path().join(agentforge::commands::GROUPS_FILE);
+    for pgid in agentforge::commands::kill_leftover_groups(&leftover) {
+        eprintln!("recovered: killed process group {pgid}, a command left running by an earlier run of this task");
+    }
     let exec = Executor::new(rt, dir);
-    let (state, recovery, rolled_back) = exec.recover().map_err(failed)?;
+    let (mut state, recovery, rolled_back) = exec.recover().map_err(failed)?;
     report_recovery(&recovery);
     if let Some(step) = rolled_back {
         eprintln!("recovered: step {step} was interrupted before it was recorded; its file changes were rolled back and it will run again");
+    }
+    if let Some(n) = rt.max_steps {
+        state = exec.set_max_steps(n).map_err(exec_failure)?;
     }
     if rt.progress && state.status == TaskStatus::Running {
         eprintln!(
@@ -595,7 +615,27 @@ async fn drive(
             state.max_steps
         );
     }
-    let outcome = exec.run().await.map_err(exec_failure)?;
+    let stop = agentforge::executor::StopRequest::new();
+    let signal = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let watcher = tokio::spawn(watch_signals(
+        stop.clone(),
+        signal.clone(),
+        state.task_id.clone(),
+    ));
+    let result = exec.run_until(&stop).await;
+    watcher.abort();
+    let outcome = match result {
+        Err(ExecError::Interrupted { .. }) => {
+            eprintln!(
+                "interrupted; `agentforge resume {}` continues",
+                state.task_id
+            );
+            let sig = signal.load(std::sync::atomic::Ordering::SeqCst);
+            // 128 + the signal's number, as a shell reports a death by that signal.
+            return Ok(128 + u8::try_from(sig).unwrap_or(2));
+        }
+        other => other.map_err(exec_failure)?,
+    };
     let code = match outcome.status {
         TaskStatus::Complete => 0,
         TaskStatus::Escalated | TaskStatus::BudgetExhausted => 2,
@@ -640,6 +680,59 @@ async fn drive(
         );
     }
     Ok(code)
+}
+
+/// Turns SIGINT and SIGTERM into a stop request: the first stops the run at a safe point
+/// (the run then exits with 128 + the signal's number); a second one exits at once,
+/// still killing the running commands' process groups. Runs on a worker thread, so it
+/// answers even while the run's own thread is busy.
+#[cfg(unix)]
+async fn watch_signals(
+    stop: agentforge::executor::StopRequest,
+    got: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    task_id: String,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without handlers the default actions apply: the process dies and resume repairs.
+        return;
+    };
+    loop {
+        let number = tokio::select! {
+            _ = int.recv() => SignalKind::interrupt().as_raw_value(),
+            _ = term.recv() => SignalKind::terminate().as_raw_value(),
+        };
+        if stop.is_requested() {
+            agentforge::commands::ProcessGroups::global().kill_all();
+            eprintln!("interrupted again: exiting now; `agentforge resume {task_id}` continues");
+            std::process::exit(128 + number);
+        }
+        got.store(number, std::sync::atomic::Ordering::SeqCst);
+        stop.request();
+        eprintln!("stopping at a safe point (press Ctrl-C again to exit at once)");
+    }
+}
+
+/// Off Unix only Ctrl-C is watched, with the same two-stage behaviour.
+#[cfg(not(unix))]
+async fn watch_signals(
+    stop: agentforge::executor::StopRequest,
+    got: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    task_id: String,
+) {
+    while tokio::signal::ctrl_c().await.is_ok() {
+        if stop.is_requested() {
+            agentforge::commands::ProcessGroups::global().kill_all();
+            eprintln!("interrupted again: exiting now; `agentforge resume {task_id}` continues");
+            std::process::exit(130);
+        }
+        got.store(2, std::sync::atomic::Ordering::SeqCst);
+        stop.request();
+        eprintln!("stopping at a safe point (press Ctrl-C again to exit at once)");
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -196,8 +196,12 @@ pub struct TaskState {
     pub phase_steps: u64,
     /// Number of steps recorded as done.
     pub step: u64,
-    /// Step budget.
+    /// Step budget (the base, plus any extension the adaptive budget granted).
     pub max_steps: u64,
+    /// The base budget and where it came from (`--max-steps`, the task file, the
+    /// config); absent in states written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_limit: Option<crate::budget::StepLimit>,
     /// Overall status.
     pub status: TaskStatus,
     /// Why the status is what it is (escalation reason, failure...).
@@ -254,6 +258,7 @@ impl TaskState {
             phase_steps: 0,
             step: 0,
             max_steps,
+            step_limit: None,
             status: TaskStatus::Running,
             status_reason: None,
             verification: Verification::default(),
@@ -369,6 +374,14 @@ pub enum StoreError {
         /// Where it was looked for.
         root: String,
     },
+    /// Another process holds the task's lock: it is running the task now.
+    #[error("task `{id}` is being run by {}; wait for it to finish or stop it (Ctrl-C, or `kill -INT <pid>`), then resume", holder(.pid))]
+    Busy {
+        /// The task's id.
+        id: String,
+        /// The holder's pid, as it wrote it into the lock file (unknown if unreadable).
+        pid: Option<u32>,
+    },
     /// Creating a task whose folder exists.
     #[error("task `{id}` already exists at {path}; resume it with `agentforge resume {id}` or pick another id")]
     Exists {
@@ -379,12 +392,87 @@ pub enum StoreError {
     },
 }
 
+fn holder(pid: &Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("pid {pid}"),
+        None => "another process".to_string(),
+    }
+}
+
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {
         op,
         path: path.display().to_string(),
         source,
     }
+}
+
+/// File in a task folder that `run` and `resume` hold locked (with the holder's pid in
+/// it) while they run the task.
+pub const LOCK_FILE: &str = "run.lock";
+
+/// An exclusive hold on a task folder, so that one process at a time runs a task. The
+/// lock is an `flock` on [`LOCK_FILE`]: it lasts as long as this value (or the process)
+/// and the OS releases it when the process dies, however it dies, so a crash never
+/// leaves a stale lock. The file itself stays, with the last holder's pid.
+#[derive(Debug)]
+pub struct TaskLock {
+    // Held for its descriptor: closing it releases the lock.
+    _file: File,
+}
+
+/// Takes `flock(LOCK_EX | LOCK_NB)` on `f`: `WouldBlock` when another descriptor holds it.
+#[cfg(unix)]
+fn try_lock_exclusive(f: &File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock takes a descriptor we own for the duration of the call and no memory.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// No advisory locks off Unix: the task is not protected against a second runner.
+#[cfg(not(unix))]
+fn try_lock_exclusive(_f: &File) -> io::Result<()> {
+    Ok(())
+}
+
+/// The pid a lock holder wrote into the lock file. The holder writes it just after it
+/// took the lock, so an empty file is read again a few times before giving up.
+fn read_holder(path: &Path) -> Option<u32> {
+    for _ in 0..20 {
+        if let Some(pid) = fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return Some(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    None
+}
+
+/// Checks that tasks can be stored under `<workspace>/.agentforge/`: creates the folder,
+/// then writes and removes a probe file. The probe's name is unique to the call (pid and
+/// random part), so commands started together never remove each other's probe, and it
+/// is removed on every path, failures included.
+pub fn probe_writable(workspace: &Path) -> Result<(), StoreError> {
+    let dir = workspace.join(".agentforge");
+    fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+    let mut probe = tempfile::Builder::new()
+        .prefix(&format!(".write-probe-{}-", std::process::id()))
+        .tempfile_in(&dir)
+        .map_err(io_err("cannot create a file in", &dir))?;
+    let written = probe
+        .write_all(b"ok")
+        .and_then(|()| probe.as_file().sync_all());
+    let path = probe.path().to_path_buf();
+    // `close` removes the file; on a write error dropping `probe` removes it too.
+    written.map_err(io_err("cannot write", &path))?;
+    probe.close().map_err(io_err("cannot remove", &path))
 }
 
 /// File name of the working memory inside a task folder.
@@ -594,6 +682,43 @@ impl TaskDir {
     /// Folder of verified inputs.
     pub fn inputs_dir(&self) -> PathBuf {
         self.dir.join("artifacts/inputs")
+    }
+
+    /// Takes the task's exclusive run lock (see [`TaskLock`]) and writes this process's
+    /// pid into it. Fails at once with [`StoreError::Busy`], naming the holder's pid, when
+    /// another process runs the task.
+    pub fn lock(&self) -> Result<TaskLock, StoreError> {
+        let p = self.dir.join(LOCK_FILE);
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&p)
+            .map_err(io_err("cannot open", &p))?;
+        match try_lock_exclusive(&f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(StoreError::Busy {
+                    id: self.task_id(),
+                    pid: read_holder(&p),
+                })
+            }
+            Err(e) => return Err(io_err("cannot lock", &p)(e)),
+        }
+        // Only the holder writes, so the pid in the file is always the holder's.
+        f.set_len(0)
+            .and_then(|()| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
+            .map_err(io_err("cannot write", &p))?;
+        Ok(TaskLock { _file: f })
+    }
+
+    /// The task's id: the folder's name.
+    fn task_id(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     /// Reads the immutable spec.
@@ -990,5 +1115,50 @@ mod tests {
         ahead.step = 3;
         dir.save_state(&ahead).unwrap();
         assert!(matches!(dir.recover(), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_second_lock_is_refused_with_the_holders_pid() {
+        let (_tmp, dir, _st) = setup();
+        let held = dir.lock().unwrap();
+        let text = fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
+        assert_eq!(text.trim(), std::process::id().to_string());
+        // flock locks belong to the open file description: a second open in this
+        // process conflicts as another process's would.
+        let err = TaskDir::at(dir.path().to_path_buf()).lock().unwrap_err();
+        assert!(
+            matches!(err, StoreError::Busy { pid: Some(p), .. } if p == std::process::id()),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "task `t1` is being run by pid {}",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        drop(held);
+        let again = dir.lock();
+        assert!(again.is_ok(), "{again:?}");
+    }
+
+    #[test]
+    fn write_probes_are_unique_and_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let ws = tmp.path().to_path_buf();
+                std::thread::spawn(move || (0..50).try_for_each(|_| probe_writable(&ws)))
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        let left: Vec<_> = fs::read_dir(tmp.path().join(".agentforge"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }
