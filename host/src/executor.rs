@@ -25,8 +25,8 @@ use crate::prompts::{PromptVars, Prompts};
 use crate::providers::{ModelReply, ModelRequest, ModelResponse, Provider, ProviderError};
 use crate::schemas::{numbered_file, ContextSchema, SchemaRegistry};
 use crate::state_store::{
-    ActionRecord, ActionResult, BlockedAction, CheckStatus, LoopWarning, Recovery, StoreError,
-    TaskDir, TaskState, TaskStatus, TaskStore,
+    bound_parameters, bound_text, ActionRecord, ActionResult, BlockedAction, CheckStatus,
+    LoopWarning, Recovery, StoreError, TaskDir, TaskState, TaskStatus, TaskStore,
 };
 use crate::task::{CheckKind, CheckSpec, TaskSpec};
 use crate::tools::{self, builtin_tool_specs, parse_action, Action, ExtraTool, Workspace};
@@ -72,6 +72,14 @@ const WARNING_TTL: u64 = 3;
 
 /// Longest error text kept in a record.
 const MAX_ERROR_CHARS: usize = 500;
+/// Longest summary kept in a record.
+const MAX_SUMMARY_CHARS: usize = 1_000;
+/// Longest action name kept in a record or echoed to the model.
+const MAX_ACTION_NAME_CHARS: usize = 100;
+/// Longest target (path, check name) kept in a record.
+const MAX_LOGGED_TARGET_CHARS: usize = 500;
+/// Longest reason (complete, escalate, cannot_fix) kept in the state.
+const MAX_REASON_CHARS: usize = 2_000;
 /// Steps a file read stays in working memory.
 const READ_TTL: u64 = 3;
 /// Steps a `load_context` item stays in working memory.
@@ -1048,7 +1056,10 @@ impl<'r> Executor<'r> {
                     || name == PLAN_TOOL
                     || name == FINISH_SUBTASK_TOOL
                     || extra.is_some();
-                let parsed = if !offered.contains(name) && known {
+                let parsed = if !known {
+                    // Only what this phase offers: naming other tools invites more misses.
+                    Err(unknown_tool_feedback(name, &offered))
+                } else if !offered.contains(name) {
                     Err(format!(
                         "`{name}` is not available in phase {}; call one of: {}",
                         state.phase,
@@ -1082,7 +1093,12 @@ impl<'r> Executor<'r> {
                         .map(Call::Builtin)
                         .map_err(|e| e.to_string())
                 };
-                (name.clone(), arguments.clone(), parsed)
+                // The record keeps bounded arguments; the action runs with all of them.
+                (
+                    bound_text(name, MAX_ACTION_NAME_CHARS),
+                    bound_parameters(arguments),
+                    parsed,
+                )
             }
             ModelReply::NoToolCall { text } => (
                 "invalid_reply".to_string(),
@@ -1094,9 +1110,9 @@ impl<'r> Executor<'r> {
                 )),
             ),
             ModelReply::MalformedArguments { name, raw, error } => (
-                name.clone(),
+                bound_text(name, MAX_ACTION_NAME_CHARS),
                 Value::String(cut(raw, 1000)),
-                Err(format!("the arguments of `{name}` are not valid JSON ({error}); send one JSON object matching the tool's schema")),
+                Err(format!("the arguments of `{}` are not valid JSON ({}); send one JSON object matching the tool's schema", cut(name, MAX_ACTION_NAME_CHARS), cut(error, MAX_ERROR_CHARS))),
             ),
         };
 
@@ -1167,7 +1183,9 @@ impl<'r> Executor<'r> {
             }
             Ok(Call::Builtin(action)) => {
                 state.consecutive_invalid = 0;
-                target = action.target();
+                target = action
+                    .target()
+                    .map(|t| bound_text(&t, MAX_LOGGED_TARGET_CHARS));
                 exact_signature = Some(crate::guards::exact_signature(&action));
                 match self.rt.guards.check(&action, &spec, &state) {
                     GuardDecision::Deny(reason) => refused(reason, &mut feedback),
@@ -1211,6 +1229,11 @@ impl<'r> Executor<'r> {
                 }
             }
         };
+
+        // Bounded once, here: the loop detector compares this step with logged ones.
+        let mut executed = executed;
+        executed.summary = cut(&executed.summary, MAX_SUMMARY_CHARS);
+        executed.error = executed.error.map(|e| cut(&e, MAX_ERROR_CHARS));
 
         let ran_checks = !state.verification.checks.is_empty();
         let current = StepView {
@@ -1303,7 +1326,7 @@ impl<'r> Executor<'r> {
             parameters,
             result: executed.result,
             summary: executed.summary,
-            error: executed.error.map(|e| cut(&e, MAX_ERROR_CHARS)),
+            error: executed.error,
             duration_ms: started.elapsed().as_millis() as u64,
             timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             context_tokens: tokens,
@@ -1341,7 +1364,7 @@ impl<'r> Executor<'r> {
         match action {
             Action::Complete { summary } => {
                 state.status = TaskStatus::Complete;
-                state.status_reason = summary.clone();
+                state.status_reason = summary.as_deref().map(|s| bound_text(s, MAX_REASON_CHARS));
                 Ok(Executed::new(
                     ActionResult::Success,
                     format!(
@@ -1352,7 +1375,7 @@ impl<'r> Executor<'r> {
             }
             Action::Escalate { reason } => {
                 state.status = TaskStatus::Escalated;
-                state.status_reason = Some(reason.clone());
+                state.status_reason = Some(bound_text(reason, MAX_REASON_CHARS));
                 Ok(Executed::new(
                     ActionResult::Success,
                     format!("escalated: {}", cut(reason, 160)),
@@ -1360,7 +1383,10 @@ impl<'r> Executor<'r> {
             }
             Action::CannotFix { reason } => {
                 state.status = TaskStatus::Failed;
-                state.status_reason = Some(format!("cannot fix: {reason}"));
+                state.status_reason = Some(format!(
+                    "cannot fix: {}",
+                    bound_text(reason, MAX_REASON_CHARS)
+                ));
                 Ok(Executed::new(
                     ActionResult::Success,
                     format!("cannot fix: {}", cut(reason, 160)),
@@ -1530,8 +1556,9 @@ impl<'r> Executor<'r> {
             if let Some(t) = check.timeout_secs {
                 limits.timeout = std::time::Duration::from_secs(t);
             }
-            let output = match run_command(&check.command, self.rt.workspace.root(), &limits).await
-            {
+            let ran = run_command(&check.command, self.rt.workspace.root(), &limits).await;
+            let started = ran.is_ok();
+            let output = match ran {
                 Ok(o) => o,
                 Err(err) => CommandOutput {
                     command: check.command.clone(),
@@ -1583,12 +1610,11 @@ impl<'r> Executor<'r> {
             let verdict = self.rt.gates.evaluate(check, &output, &facts);
             merge_facts(&mut state.facts, facts);
             combined.push_str(&format!(
-                "=== {} `{}` (exit {:?}, {} ms{}) ===\n{}\n",
+                "=== {} `{}` ({}, {} ms) ===\n{}\n",
                 check.name,
                 check.command,
-                output.exit_code,
+                exit_status(&output, started),
                 output.duration.as_millis(),
-                if output.timed_out { ", TIMED OUT" } else { "" },
                 output.output
             ));
             summaries.push(format!("{}: {}", check.name, verdict.summary));
@@ -1762,6 +1788,34 @@ impl<'r> Executor<'r> {
             hits.content.unwrap_or_default()
         ))
     }
+}
+
+/// How a check ended, in words (never Rust's `Some(1)`): `exit 1`, `timed out and
+/// killed`, `killed by a signal`, `could not start`.
+fn exit_status(output: &CommandOutput, started: bool) -> String {
+    match output.exit_code {
+        _ if !started => "could not start".to_string(),
+        _ if output.timed_out => "timed out and killed".to_string(),
+        Some(code) => format!("exit {code}"),
+        None => "killed by a signal".to_string(),
+    }
+}
+
+/// Feedback for a call of a tool that does not exist: what this phase offers, with
+/// the closest offered name when there is one.
+fn unknown_tool_feedback(name: &str, offered: &[String]) -> String {
+    let shown = cut(name, MAX_ACTION_NAME_CHARS);
+    let near = offered
+        .iter()
+        .map(|o| (strsim::jaro_winkler(name, o), o))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, o)| format!(" (did you mean `{o}`?)"))
+        .unwrap_or_default();
+    format!(
+        "there is no tool `{shown}`{near}; call one of: {}",
+        offered.join(", ")
+    )
 }
 
 /// Whether the task has a real plan (more than the implicit single subtask).

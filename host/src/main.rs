@@ -13,8 +13,8 @@ use clap::{Args, Parser, Subcommand};
 use agentforge::config::{parse_kind, Config};
 use agentforge::context::render_report;
 use agentforge::executor::{ExecError, Executor, Runtime};
-use agentforge::providers::Provider;
-use agentforge::state_store::{TaskStatus, TaskStore};
+use agentforge::providers::{Provider, RetryObserver};
+use agentforge::state_store::{RecordedProvider, TaskStatus, TaskStore};
 use agentforge::task::TaskSpec;
 use agentforge::tools::Workspace;
 
@@ -231,11 +231,27 @@ fn main() -> ExitCode {
         Err(f) => {
             eprintln!(
                 "error: {}",
-                agentforge::secrets::mask(&format!("{:#}", f.error))
+                agentforge::secrets::mask(&render_error(&f.error))
             );
             ExitCode::from(f.code)
         }
     }
+}
+
+/// The error and its causes on one line, each cause once: many of our errors (and
+/// those of the crates below) already put their source in their own message, so the
+/// plain `{:#}` chain would print it twice. A cause whose text is already shown is
+/// left out.
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
@@ -243,7 +259,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run { task, flags } => {
             let spec = TaskSpec::load(task).map_err(usage)?;
-            let mut rt = runtime(g, flags)?;
+            // A task that exists keeps the provider it ran with (flags still override).
+            let store = TaskStore::new(&workspace_root(g)?);
+            let recorded = match store.open(&spec.id) {
+                Ok(dir) => dir.load_provider().map_err(usage)?,
+                Err(_) => None,
+            };
+            let mut rt = runtime(g, flags, recorded.as_ref())?;
             rt.workspace.protect(
                 &std::path::absolute(task).unwrap_or(task.clone()),
                 "the task file of this run",
@@ -263,22 +285,32 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     eprintln!("task `{}` exists with the same spec: resuming", spec.id);
                     dir
                 }
-                Err(_) => rt.create_task(&spec).map_err(exec_failure)?,
+                Err(_) => {
+                    check_inputs(&rt, &spec, task)?;
+                    rt.create_task(&spec).map_err(exec_failure)?
+                }
             };
             drive(&rt, dir, g.json).await
         }
         Command::Resume { task_id, flags } => {
-            let rt = runtime(g, flags)?;
+            let store = TaskStore::new(&workspace_root(g)?);
             let id = match task_id {
                 Some(id) => id.clone(),
-                None => latest_running(&rt.store).map_err(usage)?,
+                None => latest_running(&store).map_err(usage)?,
             };
+            let recorded = store
+                .open(&id)
+                .map_err(usage)?
+                .load_provider()
+                .map_err(usage)?;
+            let rt = runtime(g, flags, recorded.as_ref())?;
             let dir = rt.store.open(&id).map_err(usage)?;
             drive(&rt, dir, g.json).await
         }
         Command::Task(TaskCommand::New { task }) => {
             let spec = TaskSpec::load(task).map_err(usage)?;
-            let rt = runtime(g, &RunFlags::default()).or_else(|_| offline_runtime(g))?;
+            let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
+            check_inputs(&rt, &spec, task)?;
             let dir = rt.create_task(&spec).map_err(exec_failure)?;
             if g.json {
                 println!("{}", serde_json::json!({"id": spec.id, "path": dir.path()}));
@@ -394,7 +426,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Context { task_id } => {
-            let rt = runtime(g, &RunFlags::default()).or_else(|_| offline_runtime(g))?;
+            let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
             let dir = rt.store.open(task_id).map_err(usage)?;
             let exec = Executor::new(&rt, dir);
             let prepared = exec.prepare().map_err(exec_failure)?;
@@ -432,17 +464,54 @@ fn workspace_root(g: &Global) -> Result<PathBuf, Failure> {
     Ok(ws.root().to_path_buf())
 }
 
-fn load_config(g: &Global, flags: &RunFlags, ws: &Path) -> Result<Config, Failure> {
+/// The effective configuration of a run. `recorded` is the provider the task ran
+/// with: it replaces `agentforge.toml`'s `[provider]` kind, model, base URL, key
+/// variable and recording, unless this invocation says otherwise (flags,
+/// `AGENTFORGE_PROVIDER` / `AGENTFORGE_MODEL` / `AGENTFORGE_REPLAY`, and the
+/// provider's `*_BASE_URL` for the base URL).
+fn load_config(
+    g: &Global,
+    flags: &RunFlags,
+    ws: &Path,
+    recorded: Option<&RecordedProvider>,
+) -> Result<Config, Failure> {
     let (mut config, _) = Config::load(g.config.as_deref(), ws).map_err(usage)?;
+    let env_set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    if let Some(r) = recorded {
+        if !env_set("AGENTFORGE_PROVIDER") && !env_set("AGENTFORGE_REPLAY") {
+            config.provider.kind = r.kind;
+        }
+    }
     if let Some(p) = &flags.provider {
         config.provider.kind = parse_kind(p).map_err(|m| usage(anyhow!("--provider: {m}")))?;
-    }
-    if let Some(m) = &flags.model {
-        config.provider.model = m.clone();
     }
     if let Some(r) = &flags.replay {
         config.provider.replay = Some(r.clone());
         config.provider.kind = agentforge::providers::ProviderKind::Replay;
+    }
+    // The rest of the record belongs to its provider: used only when the kind stays.
+    if let Some(r) = recorded.filter(|r| r.kind == config.provider.kind) {
+        if !env_set("AGENTFORGE_MODEL") {
+            config.provider.model = r.model.clone();
+        }
+        let url_var = match r.kind {
+            agentforge::providers::ProviderKind::Anthropic => {
+                agentforge::providers::ANTHROPIC_BASE_URL_ENV
+            }
+            _ => agentforge::providers::OPENAI_BASE_URL_ENV,
+        };
+        if r.base_url.is_some() && !env_set(url_var) {
+            config.provider.base_url = r.base_url.clone();
+        }
+        if r.api_key_env.is_some() {
+            config.provider.api_key_env = r.api_key_env.clone();
+        }
+        if r.replay.is_some() && flags.replay.is_none() && !env_set("AGENTFORGE_REPLAY") {
+            config.provider.replay = r.replay.clone();
+        }
+    }
+    if let Some(m) = &flags.model {
+        config.provider.model = m.clone();
     }
     // `--max-steps` is not a config value: it goes to the task's state (see `runtime`).
     if flags.max_steps == Some(0) {
@@ -458,13 +527,38 @@ fn load_config(g: &Global, flags: &RunFlags, ws: &Path) -> Result<Config, Failur
     Ok(config)
 }
 
-fn runtime(g: &Global, flags: &RunFlags) -> Result<Runtime, Failure> {
+/// What `provider.yaml` keeps of a run's provider: never the key, only where it is read.
+fn record_of(config: &Config) -> RecordedProvider {
+    let settings = config.provider_settings();
+    RecordedProvider {
+        kind: config.provider.kind,
+        model: config.provider.model.clone(),
+        base_url: settings.explicit_base_url(&|k| std::env::var(k).ok()),
+        api_key_env: config.provider.api_key_env.clone(),
+        replay: config
+            .provider
+            .replay
+            .as_ref()
+            .filter(|_| config.provider.kind == agentforge::providers::ProviderKind::Replay)
+            .map(|r| std::path::absolute(r).unwrap_or_else(|_| r.clone())),
+    }
+}
+
+fn runtime(
+    g: &Global,
+    flags: &RunFlags,
+    recorded: Option<&RecordedProvider>,
+) -> Result<Runtime, Failure> {
     let ws = Workspace::new(&g.workspace)
         .with_context(|| format!("workspace {}", g.workspace.display()))
         .map_err(usage)?;
     check_writable(ws.root())?;
-    let config = load_config(g, flags, ws.root())?;
-    let provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
+    let config = load_config(g, flags, ws.root(), recorded)?;
+    let mut provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
+    if !flags.quiet {
+        // Retries are announced as they happen rather than waited out in silence.
+        provider.on_retry(RetryObserver::new(|n| eprintln!("retry: {n}")));
+    }
     let mut rt = Runtime::new(ws, config, provider);
     if let Some(c) = &g.config {
         let c = std::path::absolute(c).unwrap_or(c.clone());
@@ -475,6 +569,20 @@ fn runtime(g: &Global, flags: &RunFlags) -> Result<Runtime, Failure> {
     rt.max_steps = flags.max_steps;
     load_plugins(&mut rt, flags.strict)?;
     Ok(rt)
+}
+
+/// Checks the task's `inputs:` against the input schema its task type declares (when
+/// it declares one); the error names the task file.
+fn check_inputs(rt: &Runtime, spec: &TaskSpec, file: &Path) -> Result<(), Failure> {
+    // An unknown task type is reported (with the known ones) by `create_task`.
+    let Ok(schema) = rt.schemas.get(&spec.task_type) else {
+        return Ok(());
+    };
+    if let Some(input_schema) = schema.input_schema() {
+        spec.check_inputs(&file.display().to_string(), &input_schema)
+            .map_err(usage)?;
+    }
+    Ok(())
 }
 
 /// A runtime for commands that never call the model (`context`, `task new`): the
@@ -597,6 +705,7 @@ async fn drive(
     for pgid in agentforge::commands::kill_leftover_groups(&leftover) {
         eprintln!("recovered: killed process group {pgid}, a command left running by an earlier run of this task");
     }
+    dir.save_provider(&record_of(&rt.config)).map_err(failed)?;
     let exec = Executor::new(rt, dir);
     let (mut state, recovery, rolled_back) = exec.recover().map_err(failed)?;
     report_recovery(&recovery);
@@ -608,11 +717,13 @@ async fn drive(
     }
     if rt.progress && state.status == TaskStatus::Running {
         eprintln!(
-            "task `{}` ({}): starting at step {} of {}",
+            "task `{}` ({}): starting at step {} of {} with {} model `{}`",
             state.task_id,
             state.task_type,
             state.step + 1,
-            state.max_steps
+            state.max_steps,
+            rt.config.provider.kind,
+            rt.config.provider.model
         );
     }
     let stop = agentforge::executor::StopRequest::new();
@@ -633,6 +744,14 @@ async fn drive(
             let sig = signal.load(std::sync::atomic::Ordering::SeqCst);
             // 128 + the signal's number, as a shell reports a death by that signal.
             return Ok(128 + u8::try_from(sig).unwrap_or(2));
+        }
+        // Every recorded step is kept: say how to go on once the provider answers.
+        Err(e @ ExecError::Provider(_)) => {
+            let done = exec.dir().load_state().map_or(state.step, |s| s.step);
+            return Err(failed(anyhow!(
+                "{e}\ntask `{id}` keeps its {done} recorded step(s); continue it with `agentforge resume {id}` once the provider answers",
+                id = state.task_id
+            )));
         }
         other => other.map_err(exec_failure)?,
     };

@@ -65,6 +65,15 @@ pub trait ContextSchema: Send + Sync {
         &[]
     }
 
+    /// The keys the task type reads under `task.yaml`'s `inputs:`, as a JSON-Schema-like
+    /// object (`type`, `properties`, `required`, `additionalProperties`, `items`; see
+    /// [`crate::task::check_value`]). A task is checked against it when it is created,
+    /// so a misspelt key is an error rather than an input silently not shown. `None`
+    /// (the default): inputs are not checked.
+    fn input_schema(&self) -> Option<Value> {
+        None
+    }
+
     /// One line for listings.
     fn description(&self) -> &str {
         ""
@@ -554,5 +563,66 @@ mod tests {
         r.register(Box::new(FixViolation())).unwrap();
         let err = r.get("refactor").err().unwrap();
         assert!(err.contains("known task types: fix_violation"), "{err}");
+    }
+
+    /// A task type that declares its inputs, as a native implementation would.
+    struct WithInputs(PhaseGraph);
+
+    impl ContextSchema for WithInputs {
+        fn name(&self) -> &str {
+            "with_inputs"
+        }
+        fn phase_graph(&self) -> &PhaseGraph {
+            &self.0
+        }
+        fn default_success_criteria(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn build_current_state(&self, _: &TaskSpec, _: &TaskState, _: &Workspace) -> Value {
+            Value::Null
+        }
+        fn input_schema(&self) -> Option<Value> {
+            Some(serde_json::json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "spec": {},
+                    "target_test_file": {"type": "string"}
+                }
+            }))
+        }
+    }
+
+    #[test]
+    fn a_declared_input_schema_checks_task_inputs() {
+        let mut r = SchemaRegistry::default();
+        r.register(Box::new(WithInputs(WriteTests().1))).unwrap();
+        r.register(Box::new(WriteTests())).unwrap();
+        let schema = r.get("with_inputs").unwrap().input_schema().unwrap();
+        let spec = |inputs: &str| {
+            TaskSpec::parse(
+                &format!("id: a\ntask_type: with_inputs\ngoal: g\ninputs:\n{inputs}"),
+                "tasks/a.yaml",
+            )
+            .unwrap()
+        };
+        spec("  spec: x\n  target_test_file: t.rs\n")
+            .check_inputs("tasks/a.yaml", &schema)
+            .unwrap();
+        let err = spec("  spec: x\n  target_tst_file: t.rs\n")
+            .check_inputs("tasks/a.yaml", &schema)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tasks/a.yaml"), "{err}");
+        assert!(
+            err.contains("unknown key `target_tst_file` (did you mean `target_test_file`?)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("accepted keys: plan, spec, target_test_file"),
+            "{err}"
+        );
+        // The default: no schema, nothing checked.
+        assert!(r.get("write_tests").unwrap().input_schema().is_none());
     }
 }

@@ -7,6 +7,7 @@
 //! state.yaml           checkpoint of the mutable state (atomic rewrite)
 //! actions.jsonl        append-only audit log, one line per executed step (fsynced)
 //! working_memory.yaml  rolling buffer of loaded context (atomic rewrite)
+//! provider.yaml        the provider and model the task last ran with (never a key)
 //! artifacts/{inputs,outputs,snapshots}/
 //! ```
 //!
@@ -344,6 +345,87 @@ pub struct ActionRecord {
     pub state_after: TaskState,
 }
 
+/// The provider a task last ran with, kept in `provider.yaml` so `resume` talks to
+/// the same model without repeating the flags. Holds where to find the key (the
+/// variable's name), never the key.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedProvider {
+    /// `anthropic`, `openai` or `replay`.
+    pub kind: crate::providers::ProviderKind,
+    /// The model name sent.
+    pub model: String,
+    /// The base URL given explicitly (config or `*_BASE_URL`); absent: the public one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The name of the variable holding the key, when not the provider's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The recorded session of the replay provider (absolute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<PathBuf>,
+}
+
+/// Longest string kept whole in a log record (arguments, targets, reasons); longer
+/// ones keep their head and tail around a marker with their size and SHA-256.
+pub const MAX_LOGGED_STRING_CHARS: usize = 2_000;
+/// Largest `parameters` value kept in a record (its JSON); a larger one, even after
+/// its strings are bounded, is replaced by its size, SHA-256 and JSON head.
+pub const MAX_LOGGED_PARAMETERS_BYTES: usize = 16 * 1024;
+
+/// `text` if it has at most `max` characters; else its first `max / 2` and last
+/// `max / 4` characters around `…[N bytes, sha256:HEX; middle not logged]…`. The same
+/// text always gives the same result, and different texts (almost surely) different
+/// ones, so comparisons of logged arguments (loop detection) still hold.
+pub fn bound_text(text: &str, max: usize) -> String {
+    let chars = text.chars().count();
+    if chars <= max {
+        return text.to_string();
+    }
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let head: String = text.chars().take(max / 2).collect();
+    let tail: String = text.chars().skip(chars - max / 4).collect();
+    format!(
+        "{head}…[{} bytes, sha256:{hex}; middle not logged]…{tail}",
+        text.len()
+    )
+}
+
+/// The model's arguments as a log record keeps them: every string bounded by
+/// [`bound_text`] with [`MAX_LOGGED_STRING_CHARS`]; if the JSON is still larger than
+/// [`MAX_LOGGED_PARAMETERS_BYTES`] (many strings, huge keys), an object
+/// `{"not_logged": {"bytes", "sha256", "head"}}` stands for it. The action itself runs
+/// with the whole arguments; only the record is bounded.
+pub fn bound_parameters(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    fn walk(v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(bound_text(s, MAX_LOGGED_STRING_CHARS)),
+            Value::Array(a) => Value::Array(a.iter().map(walk).collect()),
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, x)| (k.clone(), walk(x))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    let bounded = walk(v);
+    let json = bounded.to_string();
+    if json.len() <= MAX_LOGGED_PARAMETERS_BYTES {
+        return bounded;
+    }
+    use sha2::Digest as _;
+    let full = v.to_string();
+    let digest = sha2::Sha256::digest(full.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({"not_logged": {
+        "bytes": full.len(),
+        "sha256": hex,
+        "head": json.chars().take(MAX_LOGGED_STRING_CHARS).collect::<String>(),
+    }})
+}
+
 /// Errors of the state store. Each names the file involved.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -478,6 +560,8 @@ pub fn probe_writable(workspace: &Path) -> Result<(), StoreError> {
 /// File name of the working memory inside a task folder.
 pub const WORKING_MEMORY_FILE: &str = "working_memory.yaml";
 const LOG_FILE: &str = "actions.jsonl";
+/// File name of the recorded provider inside a task folder.
+pub const PROVIDER_FILE: &str = "provider.yaml";
 
 /// Writes `bytes` to `path` atomically: temp file in the same folder, fsync, rename, fsync folder.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -748,6 +832,32 @@ impl TaskDir {
             message: e.to_string(),
         })?;
         atomic_rewrite(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+    }
+
+    /// The provider the task last ran with; `None` for a task that never ran (or was
+    /// created before providers were recorded).
+    pub fn load_provider(&self) -> Result<Option<RecordedProvider>, StoreError> {
+        let p = self.dir.join(PROVIDER_FILE);
+        match fs::read_to_string(&p) {
+            Ok(text) => serde_yaml_ng::from_str(&text)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt {
+                    path: p.display().to_string(),
+                    message: format!("{e}; delete it and give --provider and --model"),
+                }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("cannot read", &p)(e)),
+        }
+    }
+
+    /// Records the provider a run of the task uses (atomic rewrite).
+    pub fn save_provider(&self, provider: &RecordedProvider) -> Result<(), StoreError> {
+        let p = self.dir.join(PROVIDER_FILE);
+        let yaml = serde_yaml_ng::to_string(provider).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        atomic_write(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
     }
 
     /// Reads the working memory (empty if the file is missing).
@@ -1160,5 +1270,72 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn bounded_arguments_keep_size_hash_head_and_tail() {
+        let big = format!("HEAD{}TAIL", "x".repeat(100_000));
+        let v = serde_json::json!({"path": "a.rs", "content": big});
+        let b = bound_parameters(&v);
+        let content = b["content"].as_str().unwrap();
+        assert!(
+            content.chars().count() < MAX_LOGGED_STRING_CHARS + 200,
+            "{}",
+            content.len()
+        );
+        assert!(content.starts_with("HEAD") && content.ends_with("TAIL"));
+        assert!(content.contains("100008 bytes, sha256:"), "{content}");
+        assert_eq!(b["path"], "a.rs");
+        // Same text, same record; different text, different record.
+        assert_eq!(bound_parameters(&v), b);
+        let other = serde_json::json!({"path": "a.rs", "content": big.replace("HEADx", "HEADy")});
+        assert_ne!(bound_parameters(&other), b);
+        // Small arguments are kept as they are.
+        let small = serde_json::json!({"path": "a.rs", "n": 3});
+        assert_eq!(bound_parameters(&small), small);
+        // Many strings: the whole value gives way to its size and hash.
+        let many: Vec<String> = (0..2_000)
+            .map(|i| format!("item {i} {}", "y".repeat(50)))
+            .collect();
+        let b = bound_parameters(&serde_json::json!({"items": many}));
+        assert!(
+            b.to_string().len() <= MAX_LOGGED_PARAMETERS_BYTES,
+            "{}",
+            b.to_string().len()
+        );
+        assert!(b["not_logged"]["sha256"].as_str().unwrap().len() == 64);
+    }
+
+    #[test]
+    fn a_record_with_bounded_fields_rebuilds_the_state() {
+        let (_tmp, dir, st) = setup();
+        let mut r = record(1, &st);
+        r.parameters = bound_parameters(&serde_json::json!({"content": "z".repeat(200_000)}));
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.len() < 32 * 1024, "{}", line.len());
+        dir.append_action(&r).unwrap();
+        // state.yaml lags the log: the bounded record is what the state comes from.
+        let (state, rec) = dir.recover().unwrap();
+        assert_eq!(rec.state_rebuilt_from_step, Some(1));
+        assert_eq!(state, r.state_after);
+        assert_eq!(dir.read_actions().unwrap()[0].parameters, r.parameters);
+    }
+
+    #[test]
+    fn the_recorded_provider_round_trips_without_a_key() {
+        let (_tmp, dir, _) = setup();
+        assert_eq!(dir.load_provider().unwrap(), None);
+        let p = RecordedProvider {
+            kind: crate::providers::ProviderKind::Openai,
+            model: "qwen".into(),
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            api_key_env: Some("MY_KEY".into()),
+            replay: None,
+        };
+        dir.save_provider(&p).unwrap();
+        assert_eq!(dir.load_provider().unwrap(), Some(p));
+        fs::write(dir.path().join(PROVIDER_FILE), "kind: nope\n").unwrap();
+        let err = dir.load_provider().unwrap_err().to_string();
+        assert!(err.contains(PROVIDER_FILE), "{err}");
     }
 }

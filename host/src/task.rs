@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// What kind of command a [`CheckSpec`] is: a conformance check or a test run.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -85,6 +86,15 @@ pub enum TaskError {
         path: String,
         /// Parser message, with line and column where known.
         message: String,
+    },
+    /// `inputs:` does not match the input schema of the task type.
+    #[error("invalid task file {path}: {}", problems.join("; "))]
+    Inputs {
+        /// The file.
+        path: String,
+        /// Each problem, naming the key (`inputs.violation.file_pth`), what is wrong,
+        /// a did-you-mean where a declared key is close, and the accepted keys.
+        problems: Vec<String>,
     },
     /// A field has a value that cannot be used.
     #[error("invalid task file {path}: field `{field}`: {message}")]
@@ -169,9 +179,177 @@ impl TaskSpec {
         Ok(())
     }
 
+    /// Checks `inputs:` against the input schema of the task type (see
+    /// [`check_value`]); `origin` names the file in errors. The host's own input
+    /// `plan` (the initial plan, any task type) is always accepted.
+    pub fn check_inputs(&self, origin: &str, schema: &Value) -> Result<(), TaskError> {
+        let mut schema = schema.clone();
+        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+            props
+                .entry(HOST_INPUT_PLAN)
+                .or_insert_with(|| serde_json::json!({"type": "object"}));
+        }
+        let inputs = Value::Object(self.inputs.clone().into_iter().collect());
+        let mut problems = Vec::new();
+        check_value(&inputs, &schema, "inputs", &mut problems);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(TaskError::Inputs {
+                path: origin.to_string(),
+                problems,
+            })
+        }
+    }
+
     /// Renders the spec as YAML for `task.yaml`.
     pub fn to_yaml(&self) -> String {
         serde_yaml_ng::to_string(self).expect("task spec serializes")
+    }
+}
+
+/// The input every task type accepts: the initial plan, read by the host.
+const HOST_INPUT_PLAN: &str = "plan";
+
+/// Checks `value` against `schema`, a subset of JSON Schema that task types use to
+/// declare their inputs, and adds one message per problem to `problems` (`at` is the
+/// dotted path of `value`, e.g. `inputs.violation`):
+///
+/// - `type`: `object`, `array`, `string`, `number`, `integer`, `boolean`, `null`, or a
+///   list of them;
+/// - `properties` (per key, a schema) and `required` (keys that must be present);
+/// - `additionalProperties: false`: a key not in `properties` is an error. Otherwise
+///   other keys are accepted, except one that is a near miss of a declared key the
+///   object lacks (`file_pth` for `file_path`): that is a typo, and an error;
+/// - `items`: the schema of every element of an array.
+///
+/// Other keywords are ignored. Unknown keys get a did-you-mean when a declared key is
+/// close, and the message lists the accepted keys.
+pub fn check_value(value: &Value, schema: &Value, at: &str, problems: &mut Vec<String>) {
+    if let Some(expected) = schema.get("type") {
+        let allowed: Vec<&str> = match expected {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if !allowed.is_empty() && !allowed.iter().any(|t| has_type(value, t)) {
+            problems.push(format!(
+                "{at}: expected {}, found {}",
+                allowed
+                    .iter()
+                    .map(|t| type_phrase(t))
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                type_phrase(value_type(value))
+            ));
+            return;
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
+            let mut declared: Vec<&str> = props
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            declared.sort_unstable();
+            let accepted = if declared.is_empty() {
+                "none".to_string()
+            } else {
+                declared.join(", ")
+            };
+            for key in map.keys() {
+                if declared.contains(&key.as_str()) {
+                    continue;
+                }
+                let near = suggestion(key, &declared);
+                // An open object takes any key, but not a misspelling of one it lacks.
+                let typo = near.filter(|n| !map.contains_key(*n) && is_near_miss(key, n));
+                if closed {
+                    let hint = near
+                        .map(|n| format!(" (did you mean `{n}`?)"))
+                        .unwrap_or_default();
+                    problems.push(format!(
+                        "{at}: unknown key `{key}`{hint}; accepted keys: {accepted}"
+                    ));
+                } else if let Some(n) = typo {
+                    problems.push(format!(
+                        "{at}: unknown key `{key}` (did you mean `{n}`?); declared keys: {accepted}"
+                    ));
+                }
+            }
+            if let Some(required) = schema.get("required").and_then(Value::as_array) {
+                for key in required.iter().filter_map(Value::as_str) {
+                    if !map.contains_key(key) {
+                        problems.push(format!("{at}: missing required key `{key}`"));
+                    }
+                }
+            }
+            if let Some(props) = props {
+                for (key, v) in map {
+                    if let Some(sub) = props.get(key) {
+                        check_value(v, sub, &format!("{at}.{key}"), problems);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, v) in items.iter().enumerate() {
+                    check_value(v, item_schema, &format!("{at}[{i}]"), problems);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The declared key closest to `key`, when close enough to suggest.
+fn suggestion<'a>(key: &str, declared: &[&'a str]) -> Option<&'a str> {
+    declared
+        .iter()
+        .map(|d| (strsim::jaro_winkler(key, d), *d))
+        .filter(|(score, d)| *score >= 0.8 || is_near_miss(key, d))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, d)| d)
+}
+
+/// Whether `key` looks like a misspelling of `declared`: at most two edits apart (one
+/// for short keys) and not the same key.
+fn is_near_miss(key: &str, declared: &str) -> bool {
+    let max = if declared.chars().count() <= 4 { 1 } else { 2 };
+    key != declared && strsim::damerau_levenshtein(key, declared) <= max
+}
+
+fn value_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn has_type(v: &Value, t: &str) -> bool {
+    match t {
+        "integer" => v.as_i64().is_some() || v.as_u64().is_some(),
+        "number" => v.is_number(),
+        other => value_type(v) == other,
+    }
+}
+
+fn type_phrase(t: &str) -> String {
+    match t {
+        "object" => "a mapping".to_string(),
+        "array" => "a list".to_string(),
+        "string" => "a string".to_string(),
+        "number" => "a number".to_string(),
+        "integer" => "an integer".to_string(),
+        "boolean" => "true or false".to_string(),
+        "null" => "nothing (null)".to_string(),
+        other => format!("`{other}`"),
     }
 }
 
@@ -207,5 +385,95 @@ mod tests {
     fn missing_goal_is_reported() {
         let err = TaskSpec::parse("id: a\ntask_type: x\n", "t.yaml").unwrap_err();
         assert!(err.to_string().contains("goal"), "{err}");
+    }
+
+    /// The input schema `fix_violation` declares: a closed top level, an open violation.
+    fn fix_violation_inputs() -> Value {
+        serde_json::json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "violation": {"type": "object", "properties": {
+                    "file_path": {"type": "string"},
+                    "message": {"type": "string"},
+                    "line": {"type": "integer"}
+                }},
+                "check_definition": {},
+                "target_files": {"type": "array", "items": {"type": "string"}}
+            }
+        })
+    }
+
+    fn inputs_error(yaml_inputs: &str) -> Option<String> {
+        let text = format!("id: a\ntask_type: fix_violation\ngoal: g\ninputs:\n{yaml_inputs}");
+        let spec = TaskSpec::parse(&text, "t.yaml").unwrap();
+        spec.check_inputs("t.yaml", &fix_violation_inputs())
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn good_inputs_pass_and_plan_is_always_accepted() {
+        assert_eq!(
+            inputs_error(
+                "  violation:\n    file_path: a.rs\n    rule: R1\n  plan:\n    subtasks: [a]\n"
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_misspelt_nested_key_is_an_error_with_a_suggestion() {
+        let msg = inputs_error("  violation:\n    file_pth: src/lib.rs\n").unwrap();
+        assert!(msg.contains("t.yaml"), "{msg}");
+        assert!(msg.contains("inputs.violation"), "{msg}");
+        assert!(msg.contains("`file_pth`"), "{msg}");
+        assert!(msg.contains("did you mean `file_path`?"), "{msg}");
+        assert!(msg.contains("file_path, line, message"), "{msg}");
+        // An extra key that is no misspelling stays accepted in the open violation.
+        assert_eq!(
+            inputs_error("  violation:\n    file_path: a\n    file_paths: b\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn an_unknown_top_level_key_lists_the_accepted_ones() {
+        let msg = inputs_error("  violaton:\n    file_path: a\n").unwrap();
+        assert!(
+            msg.contains("unknown key `violaton` (did you mean `violation`?)"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("accepted keys: check_definition, plan, target_files, violation"),
+            "{msg}"
+        );
+        let msg = inputs_error("  colour: red\n").unwrap();
+        assert!(msg.contains("unknown key `colour`; accepted keys"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_types_and_missing_required_keys_are_named() {
+        let msg = inputs_error("  target_files: src/lib.rs\n").unwrap();
+        assert!(
+            msg.contains("inputs.target_files: expected a list, found a string"),
+            "{msg}"
+        );
+        let msg = inputs_error("  target_files: [a, 3]\n").unwrap();
+        assert!(
+            msg.contains("inputs.target_files[1]: expected a string"),
+            "{msg}"
+        );
+        let mut schema = fix_violation_inputs();
+        schema["required"] = serde_json::json!(["violation"]);
+        let spec = TaskSpec::parse("id: a\ntask_type: x\ngoal: g\n", "t.yaml").unwrap();
+        let msg = spec
+            .check_inputs("t.yaml", &schema)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("inputs: missing required key `violation`"),
+            "{msg}"
+        );
     }
 }

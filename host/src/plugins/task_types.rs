@@ -239,6 +239,10 @@ impl ContextSchema for WasmSchema {
         })
     }
 
+    fn input_schema(&self) -> Option<Value> {
+        self.info.input_schema.clone()
+    }
+
     fn budgets(&self) -> &[(String, u32)] {
         &self.info.budgets
     }

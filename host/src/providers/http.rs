@@ -3,6 +3,7 @@
 //! jitter, `retry-after` honoured), error classification and key redaction.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
@@ -71,6 +72,54 @@ impl RetryPolicy {
     }
 }
 
+/// One failed attempt that is about to be retried, as reported to a
+/// [`RetryObserver`] before the wait.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    /// Provider name (`anthropic`, `openai`).
+    pub provider: &'static str,
+    /// The attempt that failed (1-based).
+    pub attempt: u32,
+    /// Attempts allowed in all (first + retries).
+    pub max_attempts: u32,
+    /// Why it failed (key-free).
+    pub cause: String,
+    /// The wait before the next attempt.
+    pub wait: Duration,
+}
+
+impl fmt::Display for RetryNotice {
+    /// `openai: attempt 1/6 failed (connection failed: ...); retrying in 1.2 s`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: attempt {}/{} failed ({}); retrying in {:.1} s",
+            self.provider,
+            self.attempt,
+            self.max_attempts,
+            self.cause,
+            self.wait.as_secs_f64()
+        )
+    }
+}
+
+/// Called once per retry, before the wait, so a user sees retries as they happen.
+#[derive(Clone)]
+pub struct RetryObserver(Arc<dyn Fn(&RetryNotice) + Send + Sync>);
+
+impl RetryObserver {
+    /// An observer calling `f`.
+    pub fn new(f: impl Fn(&RetryNotice) + Send + Sync + 'static) -> RetryObserver {
+        RetryObserver(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for RetryObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RetryObserver")
+    }
+}
+
 /// Why one attempt failed, when it may be retried.
 enum Failure {
     /// Timeout, connection error, body read error.
@@ -106,6 +155,7 @@ pub(crate) struct HttpClient {
     provider: &'static str,
     env_var: String,
     secret: Option<String>,
+    observer: Option<RetryObserver>,
 }
 
 impl fmt::Debug for HttpClient {
@@ -149,7 +199,13 @@ impl HttpClient {
             provider,
             env_var,
             secret: secret.filter(|s| !s.is_empty()),
+            observer: None,
         })
+    }
+
+    /// Reports every retry to `observer` from now on.
+    pub(crate) fn set_observer(&mut self, observer: RetryObserver) {
+        self.observer = Some(observer);
     }
 
     /// The env variable to name in auth errors.
@@ -213,6 +269,15 @@ impl HttpClient {
                     } => self.retry.retry_after_wait(*ra),
                     _ => self.retry.backoff(attempt),
                 };
+                if let Some(o) = &self.observer {
+                    (o.0)(&RetryNotice {
+                        provider: self.provider,
+                        attempt,
+                        max_attempts: attempts,
+                        cause: self.redact(&failure.to_string()),
+                        wait,
+                    });
+                }
                 tokio::time::sleep(wait).await;
             }
             last = failure;
@@ -285,7 +350,7 @@ impl HttpClient {
     /// Describe a transport error (with its sources), key-free.
     fn describe(&self, e: &reqwest::Error) -> String {
         let mut text = if e.is_timeout() {
-            format!("timed out after {:?}", self.timeout)
+            format!("timed out after {} s", self.timeout.as_secs_f64())
         } else if e.is_connect() {
             "connection failed".to_string()
         } else {

@@ -40,7 +40,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use anthropic::AnthropicProvider;
-pub use http::RetryPolicy;
+pub use http::{RetryNotice, RetryObserver, RetryPolicy};
 pub use openai::OpenAiProvider;
 pub use replay::{record_line, ReplayProvider};
 pub use text_mode::{parse_action_block, text_mode_instructions};
@@ -281,6 +281,21 @@ impl ProviderSettings {
         }
     }
 
+    /// The base URL given explicitly (the settings', else the provider's
+    /// `*_BASE_URL` variable read through `env`); `None` when the public
+    /// default applies or for replay.
+    pub fn explicit_base_url(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        let var = match self.kind {
+            ProviderKind::Anthropic => ANTHROPIC_BASE_URL_ENV,
+            ProviderKind::Openai => OPENAI_BASE_URL_ENV,
+            ProviderKind::Replay => return None,
+        };
+        self.base_url
+            .clone()
+            .or_else(|| env(var))
+            .filter(|v| !v.trim().is_empty())
+    }
+
     /// The environment variable holding the key for this provider (the
     /// override, else the provider's default; `None` for replay).
     pub fn key_env_var(&self) -> Option<String> {
@@ -363,6 +378,17 @@ impl Provider {
                 })?;
                 Ok(Provider::Replay(ReplayProvider::open(path)?))
             }
+        }
+    }
+
+    /// Reports every retry of an HTTP provider to `observer` before its wait (one
+    /// call per retry: the failed attempt, its cause, the wait). The replay
+    /// provider never retries.
+    pub fn on_retry(&mut self, observer: RetryObserver) {
+        match self {
+            Provider::Anthropic(p) => p.set_retry_observer(observer),
+            Provider::OpenAi(p) => p.set_retry_observer(observer),
+            Provider::Replay(_) => {}
         }
     }
 

@@ -69,6 +69,11 @@ impl OpenAiProvider {
         })
     }
 
+    /// Reports every retry to `observer`.
+    pub(crate) fn set_retry_observer(&mut self, observer: super::http::RetryObserver) {
+        self.http.set_observer(observer);
+    }
+
     /// The base URL in use (no trailing slash).
     pub fn base_url(&self) -> &str {
         &self.base_url
