@@ -943,7 +943,10 @@ impl<'r> Executor<'r> {
     /// ran out of budget runs again when `max_steps` leaves it steps. Returns the state.
     pub fn set_max_steps(&self, max_steps: u64) -> Result<TaskState, ExecError> {
         let mut state = self.dir.load_state()?;
-        let limit = StepLimit::resolve(Some(max_steps), None, max_steps);
+        let limit = StepLimit {
+            base: max_steps,
+            source: budget::LimitSource::Flag,
+        };
         if state.step_limit == Some(limit) && state.max_steps == max_steps {
             return Ok(state);
         }
