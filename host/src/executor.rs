@@ -280,6 +280,11 @@ impl Runtime {
         let (from_folders, refused) =
             crate::plugins::replacements(&builtin, from_folders, &self.config.plugins.replace);
         warnings.extend(refused);
+        for p in &from_folders {
+            for note in &p.notes {
+                eprintln!("plugin {}: {note}", p.name());
+            }
+        }
         let mut all: Vec<_> = builtin
             .into_iter()
             .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))

@@ -1043,6 +1043,9 @@ fn load_rows(dirs: &[PathBuf], cache: &PluginCache) -> Result<Vec<PluginRow>, Fa
             };
             match agentforge::plugins::load_plugin_with(&folder, &cache.path, &cache.opts) {
                 Ok(p) => {
+                    for note in &p.notes {
+                        eprintln!("plugin {}: {note}", p.name());
+                    }
                     let first = rows
                         .iter()
                         .find(|r| r.loaded.as_ref().is_some_and(|q| q.name() == p.name()));

@@ -48,6 +48,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sha2::Digest as _;
+
 pub use capabilities::{Capabilities, DeclaredChecks, MAX_READ_BYTES};
 pub use kinds::{action_arguments, WasmGate, WasmGuard};
 pub use manifest::{
@@ -354,6 +356,10 @@ pub enum PluginFailure {
 
 /// A loaded plugin: its manifest and its pre-instantiated component.
 pub struct LoadedPlugin {
+    /// What the host changed of the manifest's requests (limits capped at the project's
+    /// ceilings, `reuse_instance` not granted), for the caller to show where the plugin
+    /// is used.
+    pub notes: Vec<String>,
     /// The parsed manifest.
     pub manifest: Manifest,
     /// The plugin folder.
@@ -434,6 +440,12 @@ impl LoadedPlugin {
     pub fn as_tool(&self) -> Option<WasmTool> {
         let info = self.inner.tool.clone()?;
         Some(WasmTool::new(self.inner.clone(), info))
+    }
+
+    /// Whether `other` is the same plugin: the same manifest and the same component
+    /// bytes (a copy of a built-in in a plugin folder, say).
+    pub fn is_copy_of(&self, other: &LoadedPlugin) -> bool {
+        self.manifest == other.manifest && self.inner.digest == other.inner.digest
     }
 
     /// Whether it is one of the host's built-in plugins ([`load_builtin`]).
@@ -625,6 +637,11 @@ pub fn replacements(
     let mut kept = Vec::new();
     let mut refused = Vec::new();
     for p in folder {
+        // A folder holding a copy of a built-in (the bundled `plugins/` folder) replaces
+        // nothing: the built-in stays.
+        if builtin.iter().any(|b| b.is_copy_of(&p)) {
+            continue;
+        }
         let mut replaced: Vec<&LoadedPlugin> = builtin
             .iter()
             .filter(|b| guarded(b) && b.name() == p.name())
@@ -869,6 +886,7 @@ fn load_parts(
         .unwrap_or_default();
     let mut inner = Inner {
         name,
+        digest: sha2::Sha256::digest(wasm).into(),
         limits,
         access: Arc::new(runtime::Access {
             read,
@@ -884,7 +902,6 @@ fn load_parts(
         on_error,
         log: Mutex::new(VecDeque::new()),
     };
-    inner.keep_log(&notes);
     // Ask once what the plugin names (tools, checks, a task type, an action), and check
     // it: a bad description is a load error, not a surprise in the middle of a run.
     match kind {
@@ -912,6 +929,7 @@ fn load_parts(
         PluginKind::Guard => {}
     }
     Ok(LoadedPlugin {
+        notes,
         manifest,
         dir: folder.to_path_buf(),
         limits,
@@ -989,6 +1007,8 @@ fn wrong_instance() -> anyhow::Error {
 
 struct Inner {
     name: String,
+    /// SHA-256 of the component's bytes.
+    digest: [u8; 32],
     limits: Limits,
     /// What the plugin may do through the host, and its config.
     access: Arc<runtime::Access>,
