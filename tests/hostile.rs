@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 use support::built_plugins::plugins;
+use support::notes::{agentforge, notes_task, notes_workspace, FIXED};
 use support::scripted_server::{Protocol, Scripted, ScriptedServer};
 
 /// Installs fixture crate `fixture` (its component) in `dir/<name>` with a manifest of
@@ -285,40 +286,15 @@ fn manifests_cannot_reach_outside_their_folder_or_lift_limits() {
     assert!(stderr.contains("deadline of 1s exceeded"), "{stderr}");
 }
 
-const TASK: &str = r#"id: notes
-task_type: fix_violation
-goal: Change the status in notes.txt to fixed
-inputs:
-  violation:
-    file_path: notes.txt
-    message: status is broken
-checks:
-  - name: tests
-    command: "grep -q 'status: fixed' notes.txt"
-    kind: test
-max_steps: 6
-"#;
-
-fn workspace(task: &str) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("notes.txt"),
-        "title: demo\nstatus: broken\n",
-    )
-    .unwrap();
-    std::fs::write(tmp.path().join("task.yaml"), task).unwrap();
-    tmp
+/// The notes task, within 6 steps.
+fn task() -> String {
+    notes_task("notes", FIXED, 6)
 }
 
 fn run(dir: &Path, server: &ScriptedServer, plugins: &str) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agentforge"));
-    c.current_dir(dir)
-        .args(["--workspace", dir.to_str().unwrap()])
-        .args(["run", "task.yaml", "--provider", "openai", "--model", "m"])
+    let mut c = agentforge(dir);
+    c.args(["run", "task.yaml", "--provider", "openai", "--model", "m"])
         .args(["--plugins", plugins]);
-    for v in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AGENTFORGE_FAULT"] {
-        c.env_remove(v);
-    }
     for (k, v) in server.env_vars("sk-test") {
         c.env(k, v);
     }
@@ -328,14 +304,14 @@ fn run(dir: &Path, server: &ScriptedServer, plugins: &str) -> Output {
 #[test]
 fn a_run_with_a_hostile_extractor_goes_on_to_completion() {
     // Each check's name picks the hostile mode: its output reaches every `*` extractor.
-    let mut task = TASK.replace("max_steps: 6\n", "");
+    let mut task = task().replace("max_steps: 6\n", "");
     for mode in ["print", "panic", "exit", "bomb", "sleep", "escape", "tcp"] {
         task.push_str(&format!(
             "  - name: {mode}\n    command: \"true\"\n    kind: test\n"
         ));
     }
     task.push_str("max_steps: 8\n");
-    let dir = workspace(&task);
+    let dir = notes_workspace(&task);
     let plugins_dir = dir.path().join("my-plugins");
     install(
         &plugins_dir,
@@ -382,7 +358,7 @@ fn a_folder_gate_replaces_a_built_in_only_when_the_project_says_so() {
         s
     };
     // Named like the built-in tests gate, passing everything.
-    let dir = workspace(TASK);
+    let dir = notes_workspace(&task());
     install(
         &dir.path().join("my-plugins"),
         "hostile-gate",
@@ -411,7 +387,7 @@ fn a_folder_gate_replaces_a_built_in_only_when_the_project_says_so() {
     );
 
     // With the project's word, it replaces them, and every run says so.
-    let dir = workspace(TASK);
+    let dir = notes_workspace(&task());
     install(
         &dir.path().join("my-plugins"),
         "hostile-gate",

@@ -14,55 +14,34 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::notes::{agentforge, notes_task, FIXED};
 use support::scripted_server::{Protocol, Scripted, ScriptedServer};
 
 const KEY: &str = "sk-test-interrupt-0123";
 
 /// A task whose check, until the file `fast` exists, starts a shell that starts a
 /// `sleep 60` (a grandchild) and waits; all three write their pid to `pids`.
-const SLOW_TASK: &str = r#"id: slow
-task_type: fix_violation
-goal: Change the status in notes.txt to fixed
-inputs:
-  violation:
-    file_path: notes.txt
-    message: status is broken
-checks:
-  - name: tests
-    command: "if [ ! -f fast ]; then echo $$ >> pids; sh -c 'sleep 60 & echo $! >> pids; wait' & echo $! >> pids; wait; fi; grep -q 'status: fixed' notes.txt"
-    kind: test
-max_steps: 10
-"#;
+fn slow_task() -> String {
+    notes_task(
+        "slow",
+        &format!("if [ ! -f fast ]; then echo $$ >> pids; sh -c 'sleep 60 & echo $! >> pids; wait' & echo $! >> pids; wait; fi; {FIXED}"),
+        10,
+    )
+}
 
 /// A task whose check waits until the file `go` exists.
-const GATED_TASK: &str = r#"id: gated
-task_type: fix_violation
-goal: Change the status in notes.txt to fixed
-inputs:
-  violation:
-    file_path: notes.txt
-    message: status is broken
-checks:
-  - name: tests
-    command: "while [ ! -f go ]; do sleep 0.1; done; grep -q 'status: fixed' notes.txt"
-    kind: test
-max_steps: 10
-"#;
+fn gated_task() -> String {
+    notes_task(
+        "gated",
+        &format!("while [ ! -f go ]; do sleep 0.1; done; {FIXED}"),
+        10,
+    )
+}
 
 /// A task the scripted model never finishes (it only reads).
-const ENDLESS_TASK: &str = r#"id: endless
-task_type: fix_violation
-goal: Change the status in notes.txt to fixed
-inputs:
-  violation:
-    file_path: notes.txt
-    message: status is broken
-checks:
-  - name: tests
-    command: "grep -q 'status: fixed' notes.txt"
-    kind: test
-max_steps: 10
-"#;
+fn endless_task() -> String {
+    notes_task("endless", FIXED, 10)
+}
 
 fn workspace(task: &str) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
@@ -80,20 +59,8 @@ fn workspace(task: &str) -> tempfile::TempDir {
 
 /// `agentforge --workspace dir ...` with the model pointed at `server`.
 fn cmd(dir: &Path, server: &ScriptedServer, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agentforge"));
-    c.current_dir(dir).arg("--workspace").arg(dir).args(args);
-    for v in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "AGENTFORGE_PROVIDER",
-        "AGENTFORGE_MODEL",
-        "AGENTFORGE_REPLAY",
-        "AGENTFORGE_FAULT",
-    ] {
-        c.env_remove(v);
-    }
+    let mut c = agentforge(dir);
+    c.args(args);
     for (k, v) in server.env_vars(KEY) {
         c.env(k, v);
     }
@@ -230,7 +197,7 @@ fn assert_completed(dir: &Path, id: &str, out: &Output) {
 /// 128 + the signal, no process of the check is left, nothing is recorded, and a resume
 /// completes the task.
 fn signal_during_check(signal: i32) {
-    let tmp = workspace(SLOW_TASK);
+    let tmp = workspace(&slow_task());
     let dir = tmp.path();
     let mut script = vec![Scripted::tool_call("run_tests", json!({}))];
     script.extend(finishing_script());
@@ -282,7 +249,7 @@ fn sigterm_during_a_check_exits_143_and_resume_completes() {
 
 #[test]
 fn a_second_sigint_exits_at_once_and_still_kills_the_check() {
-    let tmp = workspace(SLOW_TASK);
+    let tmp = workspace(&slow_task());
     let dir = tmp.path();
     let server = ScriptedServer::builder(Protocol::OpenAi)
         .api_key(KEY)
@@ -310,7 +277,7 @@ fn a_second_sigint_exits_at_once_and_still_kills_the_check() {
 
 #[test]
 fn sigint_during_the_model_request_cancels_it() {
-    let tmp = workspace(SLOW_TASK);
+    let tmp = workspace(&slow_task());
     let dir = tmp.path();
     std::fs::write(dir.join("fast"), "").unwrap();
     let mut script = vec![Scripted::delay(
@@ -347,7 +314,7 @@ fn sigint_during_the_model_request_cancels_it() {
 
 #[test]
 fn a_check_left_by_a_killed_host_is_killed_by_resume() {
-    let tmp = workspace(SLOW_TASK);
+    let tmp = workspace(&slow_task());
     let dir = tmp.path();
     let mut script = vec![Scripted::tool_call("run_tests", json!({}))];
     script.extend(finishing_script());
@@ -384,7 +351,7 @@ fn a_check_left_by_a_killed_host_is_killed_by_resume() {
 
 #[test]
 fn two_concurrent_resumes_one_runs_the_other_refuses_with_its_pid() {
-    let tmp = workspace(GATED_TASK);
+    let tmp = workspace(&gated_task());
     let dir = tmp.path();
     let server = ScriptedServer::builder(Protocol::OpenAi)
         .api_key(KEY)
@@ -453,7 +420,7 @@ fn endless_server() -> ScriptedServer {
 
 #[test]
 fn max_steps_flag_wins_over_the_task_file_and_is_kept_by_resume() {
-    let tmp = workspace(ENDLESS_TASK);
+    let tmp = workspace(&endless_task());
     let dir = tmp.path();
     let server = endless_server();
     let quiet = |first: &[&'static str]| {
@@ -513,7 +480,7 @@ fn max_steps_flag_wins_over_the_task_file_and_is_kept_by_resume() {
 
 #[test]
 fn an_interrupted_run_resumes_with_its_max_steps() {
-    let tmp = workspace(ENDLESS_TASK);
+    let tmp = workspace(&endless_task());
     let dir = tmp.path();
     let server = endless_server();
     // The process dies at step 2, before the model call.
@@ -540,7 +507,7 @@ fn an_interrupted_run_resumes_with_its_max_steps() {
 
 #[test]
 fn without_the_flag_the_task_file_wins_over_the_config() {
-    let tmp = workspace(&ENDLESS_TASK.replace("max_steps: 10", "max_steps: 2"));
+    let tmp = workspace(&endless_task().replace("max_steps: 10", "max_steps: 2"));
     let dir = tmp.path();
     std::fs::write(dir.join("agentforge.toml"), "[limits]\nmax_steps = 7\n").unwrap();
     let server = endless_server();
@@ -554,7 +521,7 @@ fn without_the_flag_the_task_file_wins_over_the_config() {
 
 #[test]
 fn commands_started_together_never_report_an_unwritable_workspace() {
-    let tmp = workspace(ENDLESS_TASK);
+    let tmp = workspace(&endless_task());
     let dir = tmp.path();
     let server = endless_server();
     let children: Vec<Child> = (0..8)

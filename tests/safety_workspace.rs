@@ -18,6 +18,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::notes::{agentforge, notes_task, FIXED};
 use support::scripted_server::{Protocol, Scripted, ScriptedServer};
 
 const KEY: &str = "sk-test-SECRET-0123456789";
@@ -27,21 +28,7 @@ const KEY: &str = "sk-test-SECRET-0123456789";
 const HANG_BOUND: Duration = Duration::from_secs(120);
 
 fn cmd(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agentforge"));
-    c.current_dir(dir).arg("--workspace").arg(dir);
-    for v in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "AGENTFORGE_PROVIDER",
-        "AGENTFORGE_MODEL",
-        "AGENTFORGE_REPLAY",
-        "AGENTFORGE_FAULT",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    agentforge(dir)
 }
 
 /// Runs `agentforge run task.yaml` against `server`, killed (and the test failed) if it
@@ -258,20 +245,6 @@ max_steps: 10
     }
 }
 
-const NOTES_TASK: &str = r#"id: notes
-task_type: fix_violation
-goal: Change the status in notes.txt to fixed
-inputs:
-  violation:
-    file_path: notes.txt
-    message: status is broken
-checks:
-  - name: tests
-    command: "grep -q 'status: fixed' notes.txt"
-    kind: test
-max_steps: 14
-"#;
-
 #[test]
 fn the_model_cannot_rewrite_its_own_rules() {
     let dir = tempfile::tempdir().unwrap();
@@ -283,7 +256,7 @@ fn the_model_cannot_rewrite_its_own_rules() {
     std::fs::create_dir(ws.join("secrets")).unwrap();
     std::os::unix::fs::symlink("agentforge.toml", ws.join("settings.toml")).unwrap();
     std::fs::write(ws.join("notes.txt"), "title: demo\nstatus: broken\n").unwrap();
-    std::fs::write(ws.join("task.yaml"), NOTES_TASK).unwrap();
+    std::fs::write(ws.join("task.yaml"), notes_task("notes", FIXED, 14)).unwrap();
 
     let server = ScriptedServer::builder(Protocol::Anthropic)
         .api_key(KEY)
@@ -342,7 +315,7 @@ fn the_model_cannot_rewrite_its_own_rules() {
     assert!(ws.join("settings.toml").is_symlink());
     assert_eq!(
         std::fs::read_to_string(ws.join("task.yaml")).unwrap(),
-        NOTES_TASK
+        notes_task("notes", FIXED, 14)
     );
     assert_eq!(
         std::fs::read_to_string(ws.join("notes.txt")).unwrap(),

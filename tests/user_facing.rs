@@ -10,52 +10,18 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
+use support::notes::{agentforge, notes_task, notes_workspace, FIXED};
 use support::scripted_server::{Protocol, Scripted, ScriptedServer};
 
 const KEY: &str = "sk-test-SECRET-0123456789";
 
-const NOTES_TASK: &str = r#"id: notes
-task_type: fix_violation
-goal: Change the status in notes.txt to fixed
-inputs:
-  violation:
-    file_path: notes.txt
-    message: status is broken
-checks:
-  - name: tests
-    command: "grep -q 'status: fixed' notes.txt"
-    kind: test
-max_steps: 10
-"#;
-
 fn workspace() -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("notes.txt"),
-        "title: demo\nstatus: broken\n",
-    )
-    .unwrap();
-    std::fs::write(tmp.path().join("task.yaml"), NOTES_TASK).unwrap();
-    tmp
+    notes_workspace(&notes_task("notes", FIXED, 10))
 }
 
 /// The binary in `dir`, with none of the provider variables of the caller's shell.
 fn cmd(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agentforge"));
-    c.current_dir(dir).arg("--workspace").arg(dir);
-    for v in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "AGENTFORGE_PROVIDER",
-        "AGENTFORGE_MODEL",
-        "AGENTFORGE_REPLAY",
-        "AGENTFORGE_FAULT",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    agentforge(dir)
 }
 
 fn stderr(o: &Output) -> String {
@@ -225,7 +191,7 @@ fn a_misspelt_input_key_is_refused_with_a_suggestion() {
     let dir = workspace();
     std::fs::write(
         dir.path().join("typo.yaml"),
-        NOTES_TASK.replace("file_path: notes.txt", "file_pth: notes.txt"),
+        notes_task("notes", FIXED, 10).replace("file_path: notes.txt", "file_pth: notes.txt"),
     )
     .unwrap();
     replay(

@@ -13,4 +13,5 @@
 #![allow(dead_code)]
 
 pub mod built_plugins;
+pub mod notes;
 pub mod scripted_server;
