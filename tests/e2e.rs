@@ -42,21 +42,7 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn cmd(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agentforge"));
-    c.current_dir(dir).arg("--workspace").arg(dir);
-    for v in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "AGENTFORGE_PROVIDER",
-        "AGENTFORGE_MODEL",
-        "AGENTFORGE_REPLAY",
-        "AGENTFORGE_FAULT",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    support::notes::agentforge(dir)
 }
 
 fn run_with_server(dir: &Path, server: &ScriptedServer, provider: &str, extra: &[&str]) -> Output {
