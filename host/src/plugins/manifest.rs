@@ -239,12 +239,11 @@ impl Manifest {
     /// Reads and validates `dir/plugin.toml` (kind, API version, component file).
     pub fn load(dir: &Path) -> Result<Manifest, PluginLoadError> {
         let path = dir.join("plugin.toml");
-        let bytes = super::files::read_regular(&path, MAX_MANIFEST_BYTES).map_err(|e| {
-            PluginLoadError::Io {
+        let bytes =
+            super::read_whole(&path, MAX_MANIFEST_BYTES).map_err(|e| PluginLoadError::Io {
                 path: path.clone(),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| PluginLoadError::BadManifest {
             path: path.clone(),
             line: None,

@@ -35,7 +35,6 @@
 
 mod bindings;
 mod capabilities;
-mod files;
 mod kinds;
 mod manifest;
 mod output;
@@ -547,11 +546,17 @@ pub fn load_dir_with(
     (plugins, errors)
 }
 
+/// All of `path` if it is a regular file of at most `cap` bytes: the host's one bounded
+/// read ([`crate::tools::read_regular_file`]), for a plugin folder's manifest and
+/// component (a FIFO or a device is never read, a file past the cap never loaded whole).
+fn read_whole(path: &Path, cap: u64) -> Result<Vec<u8>, crate::tools::ReadError> {
+    crate::tools::read_regular_file(path, cap)?.complete()
+}
+
 /// The `plugin.toml` of `folder` as a TOML table, read leniently (no validation) for
 /// listings; `None` when it is not a small regular file of valid TOML.
 pub fn manifest_table(folder: &Path) -> Option<toml::Table> {
-    let bytes =
-        files::read_regular(&folder.join("plugin.toml"), manifest::MAX_MANIFEST_BYTES).ok()?;
+    let bytes = read_whole(&folder.join("plugin.toml"), manifest::MAX_MANIFEST_BYTES).ok()?;
     toml::from_str(std::str::from_utf8(&bytes).ok()?).ok()
 }
 
@@ -569,12 +574,11 @@ pub fn load_plugin_with(
     let started = Instant::now();
     let manifest = Manifest::load(folder)?;
     let path = manifest.component_path(folder)?;
-    let wasm = files::read_regular(&path, manifest::MAX_COMPONENT_BYTES).map_err(|e| {
-        PluginLoadError::Io {
+    let wasm =
+        read_whole(&path, manifest::MAX_COMPONENT_BYTES).map_err(|e| PluginLoadError::Io {
             path: path.clone(),
             message: e.to_string(),
-        }
-    })?;
+        })?;
     // Checked before the compiler sees it: its error would quote the file's first bytes.
     if !wasm.starts_with(b"\0asm") {
         return Err(PluginLoadError::Compile {
