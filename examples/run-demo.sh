@@ -9,11 +9,16 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 example="$root/examples/fix-failing-test"
 demo="$root/target/agentforge-demo"
 
-# The host embeds the built-in WASM plugins (built for wasm32-wasip2 by its build script);
-# `plugins/build.sh` puts every plugin, the `outline` tool included, in `plugins/`.
+# The WASM plugins first (every plugin, the `outline` tool included, copied into
+# `plugins/`), then the host, which embeds the built-ins from that same build (its build
+# script's cargo command finds them built). Cargo shows its progress for both.
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
-cargo build --release --quiet -p agentforge --manifest-path "$root/Cargo.toml"
-bash "$root/plugins/build.sh"
+started=$SECONDS
+echo "== building the WASM plugins (plugins/, wasm32-wasip2, release) ==" >&2
+bash "$root/plugins/build.sh" --progress
+echo "== building agentforge (release) ==" >&2
+cargo build --release -p agentforge --manifest-path "$root/Cargo.toml"
+echo "== built in $((SECONDS - started)) s; running the example ==" >&2
 rm -rf "$demo"
 mkdir -p "$demo"
 cp -R "$example/project/." "$demo/"

@@ -4,10 +4,16 @@
 # with the host's build. Every crate but the SDK is a component: a plugin (its
 # `plugin.toml` names the component file) or a test fixture (no manifest; the component
 # is `<crate_name>.wasm`).
+#
+# `--progress` shows cargo's progress (the demo script uses it); quiet otherwise. The host's
+# build script (host/builtins/build.rs) runs the same cargo command, so after either one
+# the other finds everything built.
 set -euo pipefail
 cd "$(dirname "$0")"
 target="${AGENTFORGE_PLUGINS_TARGET:-../target/plugins}"
-cargo build --quiet --manifest-path Cargo.toml --target wasm32-wasip2 --release --target-dir "$target"
+quiet=--quiet
+[ "${1:-}" = --progress ] && quiet=
+cargo build $quiet --locked --manifest-path Cargo.toml --target wasm32-wasip2 --release --target-dir "$target"
 for cargo_toml in */Cargo.toml; do
     crate="$(dirname "$cargo_toml")"
     [ "$crate" = sdk ] && continue

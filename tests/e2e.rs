@@ -561,7 +561,10 @@ fn task_commands_and_context_report() {
 
 #[test]
 fn the_bundled_example_runs_for_real_with_the_replay_provider() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap();
     let example = root.join("examples/fix-failing-test");
     let tmp = tempfile::tempdir().unwrap();
     let status = Command::new("cp")

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use agentforge::loops::{render_text, Detection, LoopDetector, LoopType, StepView};
+use agentforge_loops::{render_text, Detection, LoopDetector, LoopType, StepView};
 use serde::Deserialize;
 
 /// The label line of a trajectory.
@@ -49,7 +49,7 @@ struct Trajectory {
 }
 
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/loops")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/loops")
 }
 
 fn load_all() -> Vec<Trajectory> {

@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 /// The workspace root (the folder holding `host/`, `plugins/`, `tests/`).
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .unwrap()
         .to_path_buf()
 }

@@ -1,0 +1,281 @@
+//! Measures the executor's claims (run: `cargo bench -p agentforge --bench steps`):
+//!
+//! 1. context tokens at step 100 vs step 1 of a 100-step scripted session that keeps
+//!    reading, editing and checking, and the largest prompt against the budget;
+//! 2. host overhead per step (prepare + apply, excluding the model call and commands)
+//!    with 1,000 prior actions in the log: median and p90;
+//! 3. resume after kill -9: time from process start to the next model request.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agentforge::config::Config;
+use agentforge::executor::{Executor, Runtime};
+use agentforge::providers::{ModelReply, ModelResponse, Provider, ProviderKind, Usage};
+use agentforge::state_store::{ActionRecord, ActionResult};
+use agentforge::task::TaskSpec;
+use agentforge::tools::Workspace;
+use serde_json::json;
+use support::scripted_server::{Protocol, Scripted, ScriptedServer};
+
+fn source_file() -> String {
+    let mut s = String::from("//! Generated module for the benchmark.\n\n");
+    for i in 0..60 {
+        s.push_str(&format!("/// Returns {i} plus the input.\npub fn add_{i}(x: u64) -> u64 {{\n    let value = 1;\n    x + {i} + value - 1\n}}\n\n"));
+    }
+    s
+}
+
+fn task(max_steps: u64) -> String {
+    format!(
+        "id: bench\ntask_type: fix_violation\ngoal: Keep the module compiling while editing it\ninputs:\n  violation:\n    file_path: src/lib.rs\n    message: benchmark\nchecks:\n  - name: tests\n    command: grep -q 'pub fn' src/lib.rs\n    kind: test\nmax_steps: {max_steps}\n"
+    )
+}
+
+fn setup(dir: &Path, max_steps: u64) -> (Runtime, TaskSpec) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), source_file()).unwrap();
+    let ws = Workspace::new(dir).unwrap();
+    let replay = dir.join("empty.jsonl");
+    std::fs::write(&replay, "").unwrap();
+    let mut config = Config::default();
+    config.provider.kind = ProviderKind::Replay;
+    config.provider.replay = Some(replay);
+    let provider = Provider::from_settings(&config.provider_settings()).unwrap();
+    let mut rt = Runtime::new(ws, config, provider);
+    // The built-in plugins, as every run loads them (task types, extractors, gates,
+    // guards): their calls are part of the host's per-step overhead measured here.
+    rt.load_plugins(&[]).unwrap();
+    let spec = TaskSpec::parse(&task(max_steps), "bench").unwrap();
+    (rt, spec)
+}
+
+fn reply(step: u64) -> (String, serde_json::Value) {
+    match step % 5 {
+        1 => (
+            "read_file".into(),
+            json!({"path": "src/lib.rs", "start_line": 1, "end_line": 80}),
+        ),
+        2 => {
+            let (from, to) = if (step / 5) % 2 == 0 {
+                ("let value = 1;", "let value = 2;")
+            } else {
+                ("let value = 2;", "let value = 1;")
+            };
+            (
+                "edit_file".into(),
+                json!({"path": "src/lib.rs", "old_text": format!("pub fn add_7(x: u64) -> u64 {{\n    {from}"), "new_text": format!("pub fn add_7(x: u64) -> u64 {{\n    {to}")}),
+            )
+        }
+        3 => ("run_tests".into(), json!({})),
+        4 => (
+            "load_context".into(),
+            json!({"item": "full_file:src/lib.rs"}),
+        ),
+        _ => ("search".into(), json!({"pattern": "add_1[0-9]"})),
+    }
+}
+
+fn response(name: String, arguments: serde_json::Value) -> ModelResponse {
+    ModelResponse {
+        reply: ModelReply::ToolCall { name, arguments },
+        usage: Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+        },
+        model: "bench".into(),
+    }
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn flat_tokens(tokio: &tokio::runtime::Runtime) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (rt, spec) = setup(tmp.path(), 200);
+    let dir = rt.create_task(&spec).unwrap();
+    let exec = Executor::new(&rt, dir);
+    let mut tokens = Vec::new();
+    for step in 1..=100u64 {
+        let prepared = exec.prepare().unwrap();
+        tokens.push(prepared.prompt.total_tokens);
+        // Start the analysis phase with a check so the rest of the cycle is allowed.
+        let (name, args) = if step == 1 {
+            ("run_tests".to_string(), json!({}))
+        } else {
+            reply(step)
+        };
+        tokio
+            .block_on(exec.apply(prepared, response(name, args)))
+            .unwrap();
+    }
+    let (first, last) = (tokens[0], tokens[99]);
+    let max = *tokens.iter().max().unwrap();
+    let min = *tokens.iter().min().unwrap();
+    println!("== 100-step scripted session (read, edit, run_tests, load_context, search) ==");
+    println!(
+        "context tokens: step 1 = {first}, step 100 = {last}, ratio = {:.3}",
+        last as f64 / first as f64
+    );
+    println!(
+        "min = {min}, max = {max}, budget = {}",
+        rt.config.budget.total
+    );
+    let steady: Vec<_> = tokens[10..].to_vec();
+    let smin = *steady.iter().min().unwrap();
+    let smax = *steady.iter().max().unwrap();
+    println!("steps 11-100: min = {smin}, max = {smax}");
+}
+
+fn fake_history(rt: &Runtime, spec: &TaskSpec, n: u64) -> agentforge::state_store::TaskDir {
+    let dir = rt.create_task(spec).unwrap();
+    let mut state = dir.load_state().unwrap();
+    state.phase = "implement".into();
+    for step in 1..=n {
+        state.step = step;
+        let rec = ActionRecord {
+            step,
+            phase: "implement".into(),
+            action: "read_file".into(),
+            target: Some("src/lib.rs".into()),
+            parameters: json!({"path": "src/lib.rs"}),
+            result: ActionResult::Success,
+            summary: format!("read 80 lines of src/lib.rs (step {step})"),
+            error: None,
+            duration_ms: 1,
+            timestamp: "2026-11-22T00:00:00.000Z".into(),
+            context_tokens: 3000,
+            usage: Usage {
+                input_tokens: 3000,
+                output_tokens: 40,
+            },
+            output_artifact: None,
+            loop_detection: None,
+            file_hashes: Default::default(),
+            state_after: state.clone(),
+        };
+        dir.append_action(&rec).unwrap();
+    }
+    dir.save_state(&state).unwrap();
+    dir
+}
+
+fn overhead(tokio: &tokio::runtime::Runtime) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut rt, spec) = setup(tmp.path(), 5000);
+    // A task in normal flow: the detector runs every step (its cost is measured) but a
+    // long exploration must not turn into a detected loop that changes the workload.
+    rt.config.loops.thresholds.no_progress_reads = 100_000;
+    rt.config.loops.thresholds.repetition = 100_000;
+    rt.config.loops.max_detections = 100_000;
+    for f in 0..20 {
+        std::fs::write(tmp.path().join(format!("src/mod_{f}.rs")), source_file()).unwrap();
+    }
+    let dir = fake_history(&rt, &spec, 1000);
+    let exec = Executor::new(&rt, dir);
+    let mut prep = Vec::new();
+    let mut total = Vec::new();
+    for i in 0..300u64 {
+        let t0 = Instant::now();
+        let prepared = exec.prepare().unwrap();
+        let t1 = Instant::now();
+        let args = json!({"path": format!("src/mod_{}.rs", i % 20), "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
+        tokio
+            .block_on(exec.apply(prepared, response("read_file".into(), args)))
+            .unwrap();
+        let t2 = Instant::now();
+        prep.push(t1 - t0);
+        total.push(t2 - t0);
+    }
+    let state = exec.dir().load_state().unwrap();
+    assert_eq!(
+        state.status,
+        agentforge::state_store::TaskStatus::Running,
+        "{:?}",
+        state.status_reason
+    );
+    let mut sorted = total.clone();
+    sorted.sort();
+    println!("== host overhead per step, 1,000 prior actions, 300 steps (read_file, no model, no commands) ==");
+    println!(
+        "prepare median = {:?}; prepare + apply median = {:?}, p90 = {:?}",
+        median(&mut prep),
+        median(&mut total),
+        sorted[sorted.len() * 9 / 10]
+    );
+}
+
+fn resume_time() {
+    let bin = env!("CARGO_BIN_EXE_agentforge");
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let tmp = tempfile::tempdir().unwrap();
+        let (rt, spec) = setup(tmp.path(), 5000);
+        let dir = fake_history(&rt, &spec, 1000);
+        // A crash mid-append: a torn last line, and state.yaml one step behind.
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
+        std::io::Write::write_all(&mut log, b"{\"step\":1001,\"phase\":\"impl").unwrap();
+        let server = ScriptedServer::builder(Protocol::OpenAi)
+            .script(vec![Scripted::tool_call(
+                "escalate",
+                json!({"reason": "bench"}),
+            )])
+            .start_background();
+        let started = Instant::now();
+        let mut child = std::process::Command::new(bin)
+            .arg("--workspace")
+            .arg(tmp.path())
+            .args(["resume", "bench", "--provider", "openai", "--quiet"])
+            .env("OPENAI_BASE_URL", server.base_url())
+            .env("OPENAI_API_KEY", "bench-key")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(server.wait_for_requests_blocking(1, Duration::from_secs(30)));
+        let first = server.requests()[0].received_at;
+        samples.push(first - started);
+        let _ = child.wait();
+    }
+    println!("== resume after kill -9 (torn last line, 1,000 prior actions) ==");
+    println!(
+        "process start -> next model request: median = {:?} (5 runs: {:?})",
+        median(&mut samples.clone()),
+        samples
+    );
+}
+
+fn main() {
+    // `cargo test --benches` runs this too; keep that fast by skipping unless benchmarking.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("steps bench: run with `cargo bench -p agentforge --bench steps`");
+        return;
+    }
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // `cargo bench -p agentforge --bench steps -- tokens|overhead|resume` runs one part.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    if want("tokens") {
+        flat_tokens(&tokio);
+    }
+    if want("overhead") {
+        overhead(&tokio);
+    }
+    if want("resume") {
+        resume_time();
+    }
+}

@@ -1,0 +1,31 @@
+//! The `agentforge` command's library face: the host's crates under the module names the
+//! binary, the end-to-end tests (`tests/`) and the benches use. Each module is one of the
+//! crates below (see `ARCHITECTURE.md`); nothing is defined here but [`scaffold`].
+
+pub use agentforge_context as context;
+pub use agentforge_context::{prompts, schemas};
+pub use agentforge_core::{
+    actions, budget, command, extract, fault, focus, gates, guards, model, phases, sanitize, task,
+    working_memory,
+};
+pub use agentforge_engine::{config, executor};
+pub use agentforge_loops as loops;
+pub use agentforge_plugin_host as plugins;
+pub use agentforge_providers as providers;
+pub use agentforge_store::{commands, secrets};
+
+/// Task state and its store: the domain types (`agentforge_core::state`) and the task
+/// folders that persist them (`agentforge_store::state_store`).
+pub mod state_store {
+    pub use agentforge_core::state::*;
+    pub use agentforge_store::state_store::*;
+}
+
+/// The built-in actions (`agentforge_core::actions`) and the workspace they run in
+/// (`agentforge_store::tools`).
+pub mod tools {
+    pub use agentforge_core::actions::*;
+    pub use agentforge_store::tools::*;
+}
+
+pub mod scaffold;

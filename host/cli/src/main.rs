@@ -1,0 +1,1357 @@
+//! The `agentforge` command line.
+//!
+//! Exit codes: 0 complete; 2 escalated or budget exhausted; 1 failed (or an error that
+//! stops the run); 64 usage or configuration error; 75 the task is being run by another
+//! process; 130 / 143 interrupted by SIGINT / SIGTERM (the task is resumable).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Context as _, Result};
+use clap::{Args, Parser, Subcommand};
+
+use agentforge::config::{parse_kind, Config};
+use agentforge::context::render_report;
+use agentforge::executor::{ExecError, Executor, Runtime};
+use agentforge::providers::{Provider, RetryObserver};
+use agentforge::state_store::{RecordedProvider, TaskStatus, TaskStore};
+use agentforge::task::TaskSpec;
+use agentforge::tools::Workspace;
+
+/// Exit code for usage and configuration errors (EX_USAGE).
+const EXIT_USAGE: u8 = agentforge::executor::exit::USAGE;
+/// Exit code when another process holds the task's run lock (EX_TEMPFAIL: try later).
+const EXIT_BUSY: u8 = agentforge::executor::exit::BUSY;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "agentforge",
+    version,
+    about = "Stateless, budgeted, crash-safe coding agents"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug)]
+struct Global {
+    /// Workspace root: file actions are confined to it, tasks live under its .agentforge/.
+    #[arg(long, short = 'w', global = true, default_value = ".")]
+    workspace: PathBuf,
+    /// Config file (default: <workspace>/agentforge.toml if present).
+    #[arg(long, short = 'c', global = true)]
+    config: Option<PathBuf>,
+    /// Print data as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Args, Debug, Default)]
+struct RunFlags {
+    /// Model provider: anthropic, openai or replay.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Model name.
+    #[arg(long)]
+    model: Option<String>,
+    /// Recorded session (JSONL) for the replay provider; implies --provider replay.
+    #[arg(long)]
+    replay: Option<PathBuf>,
+    /// Step budget: a hard cap that wins over the task file's and the config's, and is
+    /// kept by later resumes of the task (a resume with the flag sets it anew).
+    #[arg(long)]
+    max_steps: Option<u64>,
+    /// Plugin folder (repeatable).
+    #[arg(long = "plugins")]
+    plugins: Vec<PathBuf>,
+    /// Refuse to run if any plugin fails to load.
+    #[arg(long)]
+    strict: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a task from a task.yaml and run it to the end (resumes it if it exists unchanged).
+    Run {
+        /// The task spec.
+        task: PathBuf,
+        #[command(flatten)]
+        flags: RunFlags,
+    },
+    /// Resume a task (default: the most recently active running task).
+    Resume {
+        /// Task id.
+        task_id: Option<String>,
+        #[command(flatten)]
+        flags: RunFlags,
+    },
+    /// Manage tasks.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Print the exact next prompt (system, user, tools) with a per-section token breakdown.
+    Context {
+        /// Task id.
+        task_id: String,
+    },
+    /// Post-mortems of recorded runs.
+    #[command(subcommand)]
+    Inspect(InspectCommand),
+    /// Write, list and check WASM plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Print, as JSON, the facts the extractors draw from a tool output read on stdin.
+    Extract(ExtractArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum PluginsCommand {
+    /// Scaffold a buildable plugin crate in <DIR>/<NAME>.
+    New {
+        /// Plugin kind: extractor, gate, guard, context-schema or tool.
+        kind: String,
+        /// Crate and plugin name (lowercase letters, digits, `-`, `_`).
+        name: String,
+        /// Folder to create the crate in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The SDK crate (plugins/sdk of this repository; found automatically when the
+        /// binary runs from a checkout).
+        #[arg(long, env = "AGENTFORGE_SDK")]
+        sdk: Option<PathBuf>,
+    },
+    /// List the plugins of the plugin folders (flags, else `[plugins] dirs`) with their status.
+    List {
+        /// Plugin folder, or a single plugin's folder (repeatable).
+        #[arg(long = "plugins")]
+        plugins: Vec<PathBuf>,
+    },
+    /// Validate every plugin in DIR (manifest, component, contract); exit 1 if any is broken.
+    Check {
+        /// A folder of plugin folders, or one plugin's folder.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ExtractArgs {
+    /// The tool or check name the output comes from (plugins choose outputs by it).
+    #[arg(long)]
+    tool: String,
+    /// Plugin folder, or a single plugin's folder (repeatable; added to `[plugins] dirs`).
+    #[arg(long = "plugins")]
+    plugins: Vec<PathBuf>,
+    /// Only the plugins of the folders: leave out the built-in extractor plugins.
+    #[arg(long)]
+    no_builtin: bool,
+    /// The action's result passed to the extractors.
+    #[arg(long, default_value = "failure", value_parser = ["success", "failure", "partial", "skipped"])]
+    result: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum InspectCommand {
+    /// Replay a recorded action log offline and print every loop detection.
+    Loops {
+        /// A task id (in the workspace) or the path of an actions.jsonl.
+        source: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TaskCommand {
+    /// Create a task from a task.yaml without running it.
+    New {
+        /// The task spec.
+        task: PathBuf,
+    },
+    /// List tasks with their status.
+    List,
+    /// Show a task's spec and state.
+    Show {
+        /// Task id.
+        task_id: String,
+    },
+}
+
+/// An error with its exit code.
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+fn usage(e: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: EXIT_USAGE,
+        error: e.into(),
+    }
+}
+
+fn failed(e: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: 1,
+        error: e.into(),
+    }
+}
+
+fn exec_failure(e: ExecError) -> Failure {
+    Failure {
+        code: e.exit_code(),
+        error: e.into(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!(
+                "error: {}",
+                agentforge::secrets::mask(&render_error(&f.error))
+            );
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// The error and its causes on one line, each cause once: many of our errors (and
+/// those of the crates below) already put their source in their own message, so the
+/// plain `{:#}` chain would print it twice. A cause whose text is already shown is
+/// left out.
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let g = &cli.global;
+    match &cli.command {
+        Command::Run { task, flags } => {
+            let spec = TaskSpec::load(task).map_err(usage)?;
+            // A task that exists keeps the provider it ran with (flags still override).
+            let store = TaskStore::new(&workspace_root(g)?);
+            let recorded = match store.open(&spec.id) {
+                Ok(dir) => dir.load_provider().map_err(usage)?,
+                Err(_) => None,
+            };
+            let mut rt = runtime(g, flags, recorded.as_ref())?;
+            rt.workspace.protect(
+                &std::path::absolute(task).unwrap_or(task.clone()),
+                "the task file of this run",
+            );
+            let store = &rt.store;
+            let dir = match store.open(&spec.id) {
+                Ok(dir) => {
+                    let existing = dir.spec().map_err(failed)?;
+                    if existing != spec {
+                        return Err(usage(anyhow!(
+                            "task `{}` already exists at {} with a different spec; resume it with `agentforge resume {}` or give the new task another id",
+                            spec.id,
+                            dir.path().display(),
+                            spec.id
+                        )));
+                    }
+                    eprintln!("task `{}` exists with the same spec: resuming", spec.id);
+                    dir
+                }
+                Err(_) => {
+                    check_inputs(&rt, &spec, task)?;
+                    rt.create_task(&spec).map_err(exec_failure)?
+                }
+            };
+            drive(&rt, dir, g.json).await
+        }
+        Command::Resume { task_id, flags } => {
+            let store = TaskStore::new(&workspace_root(g)?);
+            let id = match task_id {
+                Some(id) => id.clone(),
+                None => latest_running(&store).map_err(usage)?,
+            };
+            let recorded = store
+                .open(&id)
+                .map_err(usage)?
+                .load_provider()
+                .map_err(usage)?;
+            let rt = runtime(g, flags, recorded.as_ref())?;
+            let dir = rt.store.open(&id).map_err(usage)?;
+            drive(&rt, dir, g.json).await
+        }
+        Command::Task(TaskCommand::New { task }) => {
+            let spec = TaskSpec::load(task).map_err(usage)?;
+            let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
+            check_inputs(&rt, &spec, task)?;
+            let dir = rt.create_task(&spec).map_err(exec_failure)?;
+            if g.json {
+                println!("{}", serde_json::json!({"id": spec.id, "path": dir.path()}));
+            } else {
+                println!("created task `{}` at {}", spec.id, dir.path().display());
+            }
+            Ok(0)
+        }
+        Command::Task(TaskCommand::List) => {
+            let store = TaskStore::new(&workspace_root(g)?);
+            let mut rows = Vec::new();
+            for id in store.list().map_err(failed)? {
+                let dir = store.open(&id).map_err(failed)?;
+                let state = dir.load_state().map_err(failed)?;
+                rows.push(state);
+            }
+            if g.json {
+                let v: Vec<_> = rows
+                    .iter()
+                    .map(|s| serde_json::json!({"id": s.task_id, "task_type": s.task_type, "status": s.status, "phase": s.phase, "step": s.step, "max_steps": s.max_steps}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+            } else if rows.is_empty() {
+                println!("no tasks in {}", store.root().display());
+            } else {
+                println!(
+                    "{:<28} {:<18} {:<17} {:<10} STEP",
+                    "ID", "TYPE", "STATUS", "PHASE"
+                );
+                for s in rows {
+                    let status = serde_json::to_value(s.status).map_err(failed)?;
+                    println!(
+                        "{:<28} {:<18} {:<17} {:<10} {}/{}",
+                        s.task_id,
+                        s.task_type,
+                        status.as_str().unwrap_or_default(),
+                        s.phase,
+                        s.step,
+                        s.max_steps
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Command::Task(TaskCommand::Show { task_id }) => {
+            let store = TaskStore::new(&workspace_root(g)?);
+            let dir = store.open(task_id).map_err(usage)?;
+            // Repairs only with the run lock: a runner may be appending to the log now.
+            let (state, recovery) = match dir.lock() {
+                Ok(_lock) => dir.recover().map_err(failed)?,
+                Err(agentforge::state_store::StoreError::Busy { .. }) => (
+                    dir.load_state().map_err(failed)?,
+                    agentforge::state_store::Recovery::default(),
+                ),
+                Err(e) => return Err(failed(e)),
+            };
+            report_recovery(&recovery);
+            let spec = dir.spec().map_err(failed)?;
+            let actions = dir.recent_actions(5).map_err(failed)?;
+            if g.json {
+                let v = serde_json::json!({"spec": spec, "state": state, "recent_actions": actions.iter().map(|a| serde_json::json!({"step": a.step, "action": a.action, "target": a.target, "result": a.result, "summary": a.summary})).collect::<Vec<_>>()});
+                println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+            } else {
+                println!(
+                    "# {}\n{}",
+                    dir.path().join("task.yaml").display(),
+                    spec.to_yaml()
+                );
+                println!(
+                    "# state.yaml\n{}",
+                    serde_yaml_ng::to_string(&state).map_err(failed)?
+                );
+                println!("# last actions");
+                for a in actions {
+                    println!(
+                        "{:>4} {:<13} {:<28} {:<8} {}",
+                        a.step,
+                        a.action,
+                        a.target.unwrap_or_default(),
+                        a.result,
+                        a.summary
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Command::Inspect(InspectCommand::Loops { source }) => {
+            let path = Path::new(source);
+            let dir = if path.is_file() {
+                agentforge::state_store::TaskDir::at(
+                    path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+                )
+            } else {
+                TaskStore::new(&workspace_root(g)?)
+                    .open(source)
+                    .map_err(usage)?
+            };
+            let records = if path.is_file() {
+                read_log(path).map_err(usage)?
+            } else {
+                dir.read_actions().map_err(failed)?
+            };
+            let (config, _) = Config::load(g.config.as_deref(), &g.workspace).map_err(usage)?;
+            let steps: Vec<agentforge::loops::StepView> = records.iter().map(Into::into).collect();
+            let detector = agentforge::loops::LoopDetector::new(config.loops.thresholds.clone());
+            let found = detector.replay(&steps);
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&found).map_err(failed)?);
+            } else {
+                println!("{} steps replayed", steps.len());
+                print!("{}", agentforge::loops::render_text(&found));
+            }
+            Ok(0)
+        }
+        Command::Context { task_id } => {
+            let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
+            let dir = rt.store.open(task_id).map_err(usage)?;
+            let exec = Executor::new(&rt, dir);
+            let prepared = exec.prepare().map_err(exec_failure)?;
+            if g.json {
+                let v = serde_json::json!({
+                    "step": prepared.step,
+                    "system": prepared.prompt.system,
+                    "user": prepared.prompt.user,
+                    "tools": prepared.prompt.tools,
+                    "total_tokens": prepared.prompt.total_tokens,
+                    "sections": prepared.prompt.sections.iter().map(|s| serde_json::json!({"name": s.name, "tokens": s.tokens, "budget": s.budget, "compressed": s.compressed})).collect::<Vec<_>>(),
+                });
+                println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+            } else {
+                println!("{}", render_report(&prepared.prompt));
+            }
+            Ok(0)
+        }
+        Command::Plugins(PluginsCommand::New {
+            kind,
+            name,
+            dir,
+            sdk,
+        }) => plugins_new(kind, name, dir, sdk.as_deref(), g.json),
+        Command::Plugins(PluginsCommand::List { plugins }) => plugins_list(g, plugins),
+        Command::Plugins(PluginsCommand::Check { dir }) => plugins_check(g, dir),
+        Command::Extract(args) => extract_stdin(g, args),
+    }
+}
+
+fn workspace_root(g: &Global) -> Result<PathBuf, Failure> {
+    let ws = Workspace::new(&g.workspace)
+        .with_context(|| format!("workspace {}", g.workspace.display()))
+        .map_err(usage)?;
+    Ok(ws.root().to_path_buf())
+}
+
+/// The effective configuration of a run. `recorded` is the provider the task ran
+/// with: it replaces `agentforge.toml`'s `[provider]` kind, model, base URL, key
+/// variable and recording, unless this invocation says otherwise (flags,
+/// `AGENTFORGE_PROVIDER` / `AGENTFORGE_MODEL` / `AGENTFORGE_REPLAY`, and the
+/// provider's `*_BASE_URL` for the base URL).
+fn load_config(
+    g: &Global,
+    flags: &RunFlags,
+    ws: &Path,
+    recorded: Option<&RecordedProvider>,
+) -> Result<Config, Failure> {
+    let (mut config, _) = Config::load(g.config.as_deref(), ws).map_err(usage)?;
+    let env_set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    if let Some(r) = recorded {
+        if !env_set("AGENTFORGE_PROVIDER") && !env_set("AGENTFORGE_REPLAY") {
+            config.provider.kind = r.kind;
+        }
+    }
+    if let Some(p) = &flags.provider {
+        config.provider.kind = parse_kind(p).map_err(|m| usage(anyhow!("--provider: {m}")))?;
+    }
+    if let Some(r) = &flags.replay {
+        config.provider.replay = Some(r.clone());
+        config.provider.kind = agentforge::providers::ProviderKind::Replay;
+    }
+    // The rest of the record belongs to its provider: used only when the kind stays.
+    if let Some(r) = recorded.filter(|r| r.kind == config.provider.kind) {
+        if !env_set("AGENTFORGE_MODEL") {
+            config.provider.model = r.model.clone();
+        }
+        let url_var = match r.kind {
+            agentforge::providers::ProviderKind::Anthropic => {
+                agentforge::providers::ANTHROPIC_BASE_URL_ENV
+            }
+            _ => agentforge::providers::OPENAI_BASE_URL_ENV,
+        };
+        if r.base_url.is_some() && !env_set(url_var) {
+            config.provider.base_url = r.base_url.clone();
+        }
+        if r.api_key_env.is_some() {
+            config.provider.api_key_env = r.api_key_env.clone();
+        }
+        if r.replay.is_some() && flags.replay.is_none() && !env_set("AGENTFORGE_REPLAY") {
+            config.provider.replay = r.replay.clone();
+        }
+    }
+    if let Some(m) = &flags.model {
+        config.provider.model = m.clone();
+    }
+    // `--max-steps` is not a config value: it goes to the task's state (see `runtime`).
+    if flags.max_steps == Some(0) {
+        return Err(usage(anyhow!("--max-steps must be at least 1")));
+    }
+    // Folders given on the command line are relative to where the command runs.
+    for p in &flags.plugins {
+        let abs =
+            std::path::absolute(p).map_err(|e| usage(anyhow!("--plugins {}: {e}", p.display())))?;
+        config.plugins.dirs.push(abs);
+    }
+    config.validate("command line").map_err(usage)?;
+    Ok(config)
+}
+
+/// What `provider.yaml` keeps of a run's provider: never the key, only where it is read.
+fn record_of(config: &Config) -> RecordedProvider {
+    let settings = config.provider_settings();
+    RecordedProvider {
+        kind: config.provider.kind,
+        model: config.provider.model.clone(),
+        base_url: settings.explicit_base_url(&|k| std::env::var(k).ok()),
+        api_key_env: config.provider.api_key_env.clone(),
+        replay: config
+            .provider
+            .replay
+            .as_ref()
+            .filter(|_| config.provider.kind == agentforge::providers::ProviderKind::Replay)
+            .map(|r| std::path::absolute(r).unwrap_or_else(|_| r.clone())),
+    }
+}
+
+fn runtime(
+    g: &Global,
+    flags: &RunFlags,
+    recorded: Option<&RecordedProvider>,
+) -> Result<Runtime, Failure> {
+    let ws = Workspace::new(&g.workspace)
+        .with_context(|| format!("workspace {}", g.workspace.display()))
+        .map_err(usage)?;
+    check_writable(ws.root())?;
+    let config = load_config(g, flags, ws.root(), recorded)?;
+    let mut provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
+    if !flags.quiet {
+        // Retries are announced as they happen rather than waited out in silence.
+        provider.on_retry(RetryObserver::new(|n| eprintln!("retry: {n}")));
+    }
+    let mut rt = Runtime::new(ws, config, provider);
+    if let Some(c) = &g.config {
+        let c = std::path::absolute(c).unwrap_or(c.clone());
+        rt.workspace
+            .protect(&c, "the AgentForge configuration of this run");
+    }
+    rt.progress = !flags.quiet;
+    rt.max_steps = flags.max_steps;
+    load_plugins(&mut rt, flags.strict)?;
+    Ok(rt)
+}
+
+/// Checks the task's `inputs:` against the input schema its task type declares (when
+/// it declares one); the error names the task file.
+fn check_inputs(rt: &Runtime, spec: &TaskSpec, file: &Path) -> Result<(), Failure> {
+    // An unknown task type is reported (with the known ones) by `create_task`.
+    let Ok(schema) = rt.schemas.get(&spec.task_type) else {
+        return Ok(());
+    };
+    if let Some(input_schema) = schema.input_schema() {
+        spec.check_inputs(&file.display().to_string(), &input_schema)
+            .map_err(usage)?;
+    }
+    Ok(())
+}
+
+/// A runtime for commands that never call the model (`context`, `task new`): the
+/// replay provider with no file stands in so no key is needed.
+fn offline_runtime(g: &Global) -> Result<Runtime, Failure> {
+    let ws = Workspace::new(&g.workspace)
+        .with_context(|| format!("workspace {}", g.workspace.display()))
+        .map_err(usage)?;
+    let (mut config, _) = Config::load(g.config.as_deref(), ws.root()).map_err(usage)?;
+    config.provider.kind = agentforge::providers::ProviderKind::Replay;
+    let empty = std::env::temp_dir().join("agentforge-no-model.jsonl");
+    std::fs::write(&empty, "").map_err(failed)?;
+    config.provider.replay = Some(empty);
+    let provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
+    let mut rt = Runtime::new(ws, config, provider);
+    // The task types live in plugins: `task new` and `context` need them too.
+    load_plugins(&mut rt, false)?;
+    Ok(rt)
+}
+
+/// Loads the built-in plugins and those of every plugin folder (flags and `[plugins]
+/// dirs`, relative to the workspace) into the runtime. A broken plugin is reported and
+/// skipped, or fatal with `--strict`; two plugins claiming one task type, tool or check
+/// is always an error naming both.
+fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
+    let dirs = rt.config.plugins.dirs.clone();
+    let errors = rt.load_plugins(&dirs).map_err(|e| usage(anyhow!(e)))?;
+    for e in &errors {
+        eprintln!("plugin error: {e}");
+    }
+    if strict && !errors.is_empty() {
+        return Err(usage(anyhow!(
+            "{} plugin(s) failed to load (--strict)",
+            errors.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_writable(root: &Path) -> Result<(), Failure> {
+    agentforge::state_store::probe_writable(root)
+        .with_context(|| {
+            format!(
+                "workspace {} is not writable (tasks are stored in {})",
+                root.display(),
+                root.join(".agentforge").display()
+            )
+        })
+        .map_err(usage)
+}
+
+fn latest_running(store: &TaskStore) -> Result<String> {
+    let mut best: Option<(std::time::SystemTime, String)> = None;
+    for id in store.list()? {
+        let dir = store.open(&id)?;
+        let state = dir.load_state()?;
+        if state.status != TaskStatus::Running {
+            continue;
+        }
+        let t = std::fs::metadata(dir.path().join("state.yaml"))
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        if best.as_ref().is_none_or(|(bt, _)| t > *bt) {
+            best = Some((t, id));
+        }
+    }
+    best.map(|(_, id)| id).ok_or_else(|| {
+        anyhow!(
+            "no running task to resume in {}; name one with `agentforge resume <task-id>`",
+            store.root().display()
+        )
+    })
+}
+
+/// Reads an actions.jsonl given by path; a torn last line (a crashed run) is skipped
+/// with a note rather than failing the post-mortem.
+fn read_log(path: &Path) -> Result<Vec<agentforge::state_store::ActionRecord>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str(line) {
+            Ok(r) => out.push(r),
+            Err(e) if i + 1 == lines.len() => {
+                eprintln!("note: {}: last line is torn ({e}); ignored", path.display())
+            }
+            Err(e) => return Err(anyhow!("{}: line {}: {e}", path.display(), i + 1)),
+        }
+    }
+    Ok(out)
+}
+
+fn report_recovery(r: &agentforge::state_store::Recovery) {
+    if let Some(p) = &r.torn_line_saved_to {
+        eprintln!(
+            "recovered: the last line of actions.jsonl was torn by a crash; it was cut and saved to {} (that step will run again)",
+            p.display()
+        );
+    }
+    if let Some(s) = r.state_rebuilt_from_step {
+        eprintln!("recovered: state.yaml lagged the log; rebuilt from the record of step {s}");
+    }
+}
+
+async fn drive(
+    rt: &Runtime,
+    dir: agentforge::state_store::TaskDir,
+    json: bool,
+) -> Result<u8, Failure> {
+    // One process per task: held until this process exits (the OS drops it on death).
+    let _lock = dir.lock().map_err(|e| match e {
+        e @ agentforge::state_store::StoreError::Busy { .. } => Failure {
+            code: EXIT_BUSY,
+            error: e.into(),
+        },
+        e => failed(e),
+    })?;
+    let leftover = dir.path().join(agentforge::commands::GROUPS_FILE);
+    for pgid in agentforge::commands::kill_leftover_groups(&leftover) {
+        eprintln!("recovered: killed process group {pgid}, a command left running by an earlier run of this task");
+    }
+    dir.save_provider(&record_of(&rt.config)).map_err(failed)?;
+    let exec = Executor::new(rt, dir);
+    let (mut state, recovery, rolled_back) = exec.recover().map_err(failed)?;
+    report_recovery(&recovery);
+    if let Some(step) = rolled_back {
+        eprintln!("recovered: step {step} was interrupted before it was recorded; its file changes were rolled back and it will run again");
+    }
+    if let Some(n) = rt.max_steps {
+        state = exec.set_max_steps(n).map_err(exec_failure)?;
+    }
+    if rt.progress && state.status == TaskStatus::Running {
+        eprintln!(
+            "task `{}` ({}): starting at step {} of {} with {} model `{}`",
+            state.task_id,
+            state.task_type,
+            state.step + 1,
+            state.max_steps,
+            rt.config.provider.kind,
+            rt.config.provider.model
+        );
+    }
+    let stop = agentforge::executor::StopRequest::new();
+    let signal = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let watcher = tokio::spawn(watch_signals(
+        stop.clone(),
+        signal.clone(),
+        state.task_id.clone(),
+    ));
+    let result = exec.run_until(&stop).await;
+    watcher.abort();
+    let outcome = match result {
+        Err(ExecError::Interrupted { .. }) => {
+            eprintln!(
+                "interrupted; `agentforge resume {}` continues",
+                state.task_id
+            );
+            let sig = signal.load(std::sync::atomic::Ordering::SeqCst);
+            // 128 + the signal's number, as a shell reports a death by that signal.
+            return Ok(128 + u8::try_from(sig).unwrap_or(2));
+        }
+        // Every recorded step is kept: say how to go on once the provider answers.
+        Err(e @ ExecError::Provider(_)) => {
+            let done = exec.dir().load_state().map_or(state.step, |s| s.step);
+            return Err(failed(anyhow!(
+                "{e}\ntask `{id}` keeps its {done} recorded step(s); continue it with `agentforge resume {id}` once the provider answers",
+                id = state.task_id
+            )));
+        }
+        other => other.map_err(exec_failure)?,
+    };
+    let code = match outcome.status {
+        TaskStatus::Complete => 0,
+        TaskStatus::Escalated | TaskStatus::BudgetExhausted => 2,
+        TaskStatus::Failed | TaskStatus::Running => 1,
+    };
+    let state = exec.dir().load_state().map_err(failed)?;
+    if json {
+        let v = serde_json::json!({
+            "task_id": state.task_id,
+            "status": state.status,
+            "reason": state.status_reason,
+            "steps": state.step,
+            "files_modified": state.files_modified,
+            "verification": state.verification,
+            "tokens": state.tokens,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+    } else {
+        let status = serde_json::to_value(state.status).map_err(failed)?;
+        println!(
+            "task `{}`: {} after {} steps{}",
+            state.task_id,
+            status.as_str().unwrap_or_default(),
+            state.step,
+            state
+                .status_reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        );
+        println!(
+            "files modified: {}",
+            if state.files_modified.is_empty() {
+                "none".to_string()
+            } else {
+                state.files_modified.join(", ")
+            }
+        );
+        println!(
+            "tokens: max prompt {} (host count), provider input {} output {}",
+            state.tokens.max_context_tokens, state.tokens.input_tokens, state.tokens.output_tokens
+        );
+    }
+    Ok(code)
+}
+
+/// Turns SIGINT and SIGTERM into a stop request: the first stops the run at a safe point
+/// (the run then exits with 128 + the signal's number); a second one exits at once,
+/// still killing the running commands' process groups. Runs on a worker thread, so it
+/// answers even while the run's own thread is busy.
+#[cfg(unix)]
+async fn watch_signals(
+    stop: agentforge::executor::StopRequest,
+    got: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    task_id: String,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without handlers the default actions apply: the process dies and resume repairs.
+        return;
+    };
+    loop {
+        let number = tokio::select! {
+            _ = int.recv() => SignalKind::interrupt().as_raw_value(),
+            _ = term.recv() => SignalKind::terminate().as_raw_value(),
+        };
+        if stop.is_requested() {
+            agentforge::commands::ProcessGroups::global().kill_all();
+            eprintln!("interrupted again: exiting now; `agentforge resume {task_id}` continues");
+            std::process::exit(128 + number);
+        }
+        got.store(number, std::sync::atomic::Ordering::SeqCst);
+        stop.request();
+        eprintln!("stopping at a safe point (press Ctrl-C again to exit at once)");
+    }
+}
+
+/// Off Unix only Ctrl-C is watched, with the same two-stage behaviour.
+#[cfg(not(unix))]
+async fn watch_signals(
+    stop: agentforge::executor::StopRequest,
+    got: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    task_id: String,
+) {
+    while tokio::signal::ctrl_c().await.is_ok() {
+        if stop.is_requested() {
+            agentforge::commands::ProcessGroups::global().kill_all();
+            eprintln!("interrupted again: exiting now; `agentforge resume {task_id}` continues");
+            std::process::exit(130);
+        }
+        got.store(2, std::sync::atomic::Ordering::SeqCst);
+        stop.request();
+        eprintln!("stopping at a safe point (press Ctrl-C again to exit at once)");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// `plugins new | list | check` and `extract`: authoring and inspecting plugins.
+
+/// `plugins new <kind> <name>`: scaffolds a plugin crate.
+fn plugins_new(
+    kind: &str,
+    name: &str,
+    dir: &Path,
+    sdk: Option<&Path>,
+    json: bool,
+) -> Result<u8, Failure> {
+    use agentforge::scaffold::{self, ScaffoldError};
+    // Kind and name first: a clear error before looking for the SDK.
+    scaffold::check_kind(kind).map_err(usage)?;
+    scaffold::check_name(name).map_err(usage)?;
+    let sdk = match sdk {
+        Some(p) => p.to_path_buf(),
+        None => find_sdk().ok_or_else(|| {
+            usage(anyhow!(
+                "cannot find the plugin SDK (plugins/sdk of the AgentForge repository); give it with --sdk PATH"
+            ))
+        })?,
+    };
+    let plugin = scaffold::NewPlugin {
+        kind: kind.to_string(),
+        name: name.to_string(),
+        sdk,
+    };
+    let created = scaffold::create(dir, &plugin).map_err(|e| match e {
+        ScaffoldError::Io { .. } => failed(e),
+        other => usage(other),
+    })?;
+    if json {
+        let v = serde_json::json!({
+            "name": name,
+            "kind": kind,
+            "dir": created.dir,
+            "files": created.files,
+            "sdk": created.sdk_path,
+            "component": created.component,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+    } else {
+        println!(
+            "created {kind} plugin `{name}` in {} (SDK at {})",
+            created.dir.display(),
+            created.sdk_path.display()
+        );
+        for f in &created.files {
+            println!("  {}", f.display());
+        }
+        for line in scaffold::next_steps(kind, &created.dir, &created.component) {
+            println!("{line}");
+        }
+    }
+    Ok(0)
+}
+
+/// The SDK of the checkout this binary was built from, or one above the executable.
+fn find_sdk() -> Option<PathBuf> {
+    let mut candidates = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/sdk")];
+    if let Ok(exe) = std::env::current_exe() {
+        candidates.extend(exe.ancestors().skip(1).map(|a| a.join("plugins/sdk")));
+    }
+    candidates
+        .into_iter()
+        .find(|c| c.join("Cargo.toml").is_file())
+}
+
+/// One plugin folder as `plugins list` / `check` see it.
+struct PluginRow {
+    folder: PathBuf,
+    /// From the manifest, when it is readable TOML.
+    name: Option<String>,
+    kind: Option<String>,
+    version: Option<String>,
+    description: Option<String>,
+    capabilities: Vec<String>,
+    loaded: Option<agentforge::plugins::LoadedPlugin>,
+    error: Option<String>,
+    /// A built-in plugin (embedded in the host) rather than one of a folder.
+    builtin: bool,
+    /// A built-in replaced by a folder's plugin of the same name.
+    replaced: bool,
+}
+
+impl PluginRow {
+    /// A row for a built-in plugin; `replaced` when a folder has one of the same name.
+    fn builtin(p: agentforge::plugins::LoadedPlugin, replaced: bool) -> PluginRow {
+        let m = &p.manifest;
+        let mut capabilities = Vec::new();
+        if !m.capabilities.read.is_empty() {
+            capabilities.push("read".to_string());
+        }
+        if !m.capabilities.checks.is_empty() {
+            capabilities.push("checks".to_string());
+        }
+        PluginRow {
+            folder: PathBuf::from("built-in"),
+            name: Some(m.name.clone()),
+            kind: Some(m.kind_name.clone()),
+            version: Some(m.version.clone()),
+            description: Some(m.description.clone()),
+            capabilities,
+            loaded: Some(p),
+            error: None,
+            builtin: true,
+            replaced,
+        }
+    }
+
+    fn status(&self) -> &'static str {
+        match (&self.loaded, self.replaced) {
+            (_, true) => "replaced",
+            (Some(_), false) => "loaded",
+            (None, _) => "error",
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "kind": self.kind,
+            "version": self.version,
+            "description": self.description,
+            "folder": self.folder,
+            "capabilities": self.capabilities,
+            "status": self.status(),
+            "source": if self.builtin { "built-in" } else { "folder" },
+            "error": self.error,
+            "compiled": self.loaded.as_ref().map(|p| p.compiled),
+            "api": self.loaded.as_ref().map(|p| p.manifest.api.clone()),
+            "provides": self.loaded.as_ref().map(|p| p.claims()),
+            "load_ms": self.loaded.as_ref().map(|p| p.load_time.as_secs_f64() * 1e3),
+        })
+    }
+}
+
+/// The plugin folders of `dir`: `dir` itself when it holds a `plugin.toml`, else its
+/// sub-folders that do, in name order.
+fn plugin_folders(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    if dir.join("plugin.toml").is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| usage(anyhow!("plugin folder {}: {e}", dir.display())))?;
+    let mut folders: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("plugin.toml").is_file())
+        .collect();
+    folders.sort();
+    Ok(folders)
+}
+
+/// Loads every plugin folder of `dirs`, one row each (broken ones with their error; a
+/// second plugin with a name already loaded is an error, as in a run).
+fn load_rows(dirs: &[PathBuf], cache: &PluginCache) -> Result<Vec<PluginRow>, Failure> {
+    let mut rows: Vec<PluginRow> = Vec::new();
+    for dir in dirs {
+        for folder in plugin_folders(dir)? {
+            // Lenient read for the columns, even when the manifest does not validate.
+            let table = agentforge::plugins::manifest_table(&folder);
+            let field = |k: &str| {
+                table
+                    .as_ref()
+                    .and_then(|t| t.get(k))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            };
+            let capabilities = table
+                .as_ref()
+                .and_then(|t| t.get("capabilities"))
+                .and_then(|c| c.as_table())
+                .map(|c| c.keys().cloned().collect())
+                .unwrap_or_default();
+            let mut row = PluginRow {
+                name: field("name"),
+                kind: field("kind"),
+                version: field("version"),
+                description: field("description"),
+                capabilities,
+                folder: folder.clone(),
+                loaded: None,
+                error: None,
+                builtin: false,
+                replaced: false,
+            };
+            match agentforge::plugins::load_plugin_with(&folder, &cache.path, &cache.opts) {
+                Ok(p) => {
+                    for note in &p.notes {
+                        eprintln!("plugin {}: {note}", p.name());
+                    }
+                    let first = rows
+                        .iter()
+                        .find(|r| r.loaded.as_ref().is_some_and(|q| q.name() == p.name()));
+                    match first {
+                        Some(q) => {
+                            row.error = Some(
+                                agentforge::plugins::PluginLoadError::Duplicate {
+                                    plugin: p.name().to_string(),
+                                    first: q.folder.clone(),
+                                    second: folder.clone(),
+                                }
+                                .to_string(),
+                            )
+                        }
+                        None => row.loaded = Some(p),
+                    }
+                }
+                Err(e) => row.error = Some(e.to_string()),
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Where `list`, `check` and `extract` cache compiled components: the same cache as runs
+/// (`agentforge::plugins::default_cache_dir`), so a run after a check starts warm.
+struct PluginCache {
+    path: PathBuf,
+    /// The project's workspace and `[plugins]` config (grants, ceilings, config), so
+    /// the authoring commands load plugins as a run would.
+    opts: agentforge::plugins::LoadOptions,
+}
+
+impl PluginCache {
+    fn for_workspace(g: &Global) -> PluginCache {
+        // A broken config is reported by `plugin_dirs`, which every caller runs first.
+        let config = Config::load(g.config.as_deref(), &g.workspace)
+            .map(|(c, _)| c.plugins)
+            .unwrap_or_default();
+        PluginCache {
+            path: agentforge::plugins::default_cache_dir(),
+            opts: agentforge::plugins::LoadOptions {
+                workspace: Workspace::new(&g.workspace).ok(),
+                config,
+                checks: Default::default(),
+            },
+        }
+    }
+}
+
+/// Plugin folders from `[plugins] dirs` (relative to the workspace) and then `flags`
+/// (relative to the current directory).
+fn plugin_dirs(g: &Global, flags: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let (config, _) = Config::load(g.config.as_deref(), &g.workspace).map_err(usage)?;
+    let mut dirs: Vec<PathBuf> = config
+        .plugins
+        .dirs
+        .iter()
+        .map(|d| {
+            if d.is_absolute() {
+                d.clone()
+            } else {
+                g.workspace.join(d)
+            }
+        })
+        .collect();
+    dirs.extend(flags.iter().cloned());
+    for d in &dirs {
+        if !d.is_dir() {
+            return Err(usage(anyhow!(
+                "plugin folder {} does not exist",
+                d.display()
+            )));
+        }
+    }
+    Ok(dirs)
+}
+
+/// `plugins list`: every plugin with its status; exit 0 (use `check` to fail on errors).
+fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
+    let dirs = plugin_dirs(g, flags)?;
+    let cache = PluginCache::for_workspace(g);
+    let mut rows = load_rows(&dirs, &cache)?;
+    // The built-ins every run loads, after the folders' plugins (which replace them).
+    let (builtin, errors) = agentforge::plugins::load_builtin(
+        agentforge_builtins::BUILTIN_PLUGINS,
+        &cache.path,
+        &cache.opts,
+    );
+    for e in &errors {
+        eprintln!("plugin error: built-in: {e}");
+    }
+    for p in builtin {
+        let replaced = rows
+            .iter()
+            .any(|r| r.loaded.as_ref().is_some_and(|q| q.name() == p.name()));
+        rows.push(PluginRow::builtin(p, replaced));
+    }
+    if g.json {
+        let v: Vec<_> = rows.iter().map(PluginRow::json).collect();
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        return Ok(0);
+    }
+    println!(
+        "{:<24} {:<14} {:<9} {:<8} {:<14} {:<24} SOURCE",
+        "NAME", "KIND", "VERSION", "STATUS", "CAPABILITIES", "PROVIDES"
+    );
+    for r in &rows {
+        let caps = if r.capabilities.is_empty() {
+            "none".to_string()
+        } else {
+            r.capabilities.join(",")
+        };
+        let provides = r
+            .loaded
+            .as_ref()
+            .map(|p| p.claims().join(","))
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| "-".to_string());
+        println!(
+            "{:<24} {:<14} {:<9} {:<8} {:<14} {:<24} {}",
+            r.name.as_deref().unwrap_or("?"),
+            r.kind.as_deref().unwrap_or("?"),
+            r.version.as_deref().unwrap_or("?"),
+            r.status(),
+            caps,
+            provides,
+            r.folder.display()
+        );
+        if let Some(e) = &r.error {
+            println!("  error: {e}");
+        }
+    }
+    if dirs.is_empty() {
+        println!(
+            "(no plugin folders: give --plugins DIR or set [plugins] dirs in agentforge.toml)"
+        );
+    }
+    Ok(0)
+}
+
+/// `plugins check DIR`: loads every plugin (manifest, component, contract, first call);
+/// exit 0 when all load, 1 when any is broken or there is none.
+fn plugins_check(g: &Global, dir: &Path) -> Result<u8, Failure> {
+    if !dir.is_dir() {
+        return Err(usage(anyhow!(
+            "plugin folder {} does not exist",
+            dir.display()
+        )));
+    }
+    let cache = PluginCache::for_workspace(g);
+    let rows = load_rows(&[dir.to_path_buf()], &cache)?;
+    let broken = rows.iter().filter(|r| r.error.is_some()).count();
+    let code = if broken > 0 || rows.is_empty() { 1 } else { 0 };
+    if g.json {
+        let v = serde_json::json!({
+            "dir": dir,
+            "ok": rows.len() - broken,
+            "broken": broken,
+            "plugins": rows.iter().map(PluginRow::json).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        return Ok(code);
+    }
+    for r in &rows {
+        match (&r.loaded, &r.error) {
+            (Some(p), _) => println!(
+                "ok      {} {} ({}) in {}",
+                p.name(),
+                p.manifest.version,
+                p.manifest.kind_name,
+                r.folder.display()
+            ),
+            (None, Some(e)) => println!("broken  {}: {e}", r.folder.display()),
+            (None, None) => {}
+        }
+    }
+    if rows.is_empty() {
+        println!(
+            "no plugins in {} (a plugin is a folder with a plugin.toml)",
+            dir.display()
+        );
+    } else {
+        println!(
+            "{} plugin(s) checked: {} ok, {broken} broken",
+            rows.len(),
+            rows.len() - broken
+        );
+    }
+    Ok(code)
+}
+
+/// `extract --tool NAME < output`: the facts the native rules and the extractor plugins
+/// draw from stdin, as a JSON array, deduplicated as in a run. Exit 1 if a plugin failed
+/// to load or to run (the facts of the others are still printed).
+fn extract_stdin(g: &Global, args: &ExtractArgs) -> Result<u8, Failure> {
+    use agentforge::state_store::{ActionResult, Fact};
+    use std::io::Read as _;
+
+    let result = match args.result.as_str() {
+        "success" => ActionResult::Success,
+        "partial" => ActionResult::Partial,
+        "skipped" => ActionResult::Skipped,
+        _ => ActionResult::Failure,
+    };
+    let dirs = plugin_dirs(g, &args.plugins)?;
+    if args.no_builtin && dirs.is_empty() {
+        return Err(usage(anyhow!(
+            "--no-builtin with no plugin folder: nothing would read the output; give --plugins DIR"
+        )));
+    }
+    let cache = PluginCache::for_workspace(g);
+    let rows = load_rows(&dirs, &cache)?;
+    let mut code = 0;
+    for r in &rows {
+        if let Some(e) = &r.error {
+            eprintln!("plugin error: {e}");
+            code = 1;
+        }
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read the tool output from stdin")
+        .map_err(failed)?;
+    let output = String::from_utf8_lossy(&bytes);
+    let (tool, step) = (args.tool.as_str(), 1);
+
+    let mut facts: Vec<(String, Fact)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut add = |extractor: &str, new: Vec<Fact>| {
+        for f in new {
+            // As in a run: a plugin and a native rule set may both know a tool.
+            if seen.insert((f.category, f.statement.clone())) {
+                facts.push((extractor.to_string(), f));
+            }
+        }
+    };
+    if !args.no_builtin {
+        // The built-in extractor plugins, unless a folder has a plugin of the same name.
+        let (builtin, errors) = agentforge::plugins::load_builtin(
+            agentforge_builtins::BUILTIN_PLUGINS,
+            &cache.path,
+            &cache.opts,
+        );
+        for e in &errors {
+            eprintln!("plugin error: built-in: {e}");
+            code = 1;
+        }
+        let folder_names: Vec<&str> = rows.iter().filter_map(|r| r.name.as_deref()).collect();
+        for x in builtin
+            .iter()
+            .filter(|p| !folder_names.contains(&p.name()))
+            .filter_map(|p| p.wasm_extractor())
+            .filter(|x| x.handles(tool))
+        {
+            match x.try_extract(tool, &output, result, step) {
+                Ok(f) => add(agentforge::extract::FactExtractor::name(&x), f),
+                Err(e) => {
+                    eprintln!("plugin error: {e}");
+                    code = 1;
+                }
+            }
+        }
+    }
+    let mut handled = 0;
+    for p in rows.iter().filter_map(|r| r.loaded.as_ref()) {
+        let Some(x) = p.wasm_extractor() else {
+            eprintln!(
+                "note: plugin `{}` is a {}, not an extractor",
+                p.name(),
+                p.manifest.kind_name
+            );
+            continue;
+        };
+        if !x.handles(tool) {
+            continue;
+        }
+        handled += 1;
+        match x.try_extract(tool, &output, result, step) {
+            Ok(f) => add(p.name(), f),
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = 1;
+            }
+        }
+    }
+    if !rows.is_empty() && handled == 0 {
+        eprintln!("note: no loaded extractor plugin handles tool `{tool}`");
+    }
+    if facts.is_empty() {
+        eprintln!("note: no rule matched; a run would record only the generic result fact");
+    }
+    let v: Vec<_> = facts
+        .iter()
+        .map(|(extractor, f)| {
+            serde_json::json!({
+                "category": f.category,
+                "statement": f.statement,
+                "confidence": f.confidence,
+                "source": f.source,
+                "extractor": extractor,
+            })
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+    Ok(code)
+}

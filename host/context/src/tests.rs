@@ -1,0 +1,744 @@
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::*;
+use agentforge_core::state::{
+    ActionResult, BlockedAction, CheckStatus, Fact, FactCategory, Verification,
+};
+use agentforge_core::working_memory::{ItemKind, MemoryItem};
+
+fn fact(id: &str, category: FactCategory, statement: &str, confidence: f32, step: u64) -> Fact {
+    Fact {
+        id: id.into(),
+        category,
+        statement: statement.into(),
+        confidence,
+        source: "test".into(),
+        step,
+        supersedes: None,
+    }
+}
+
+fn memory(key: &str, kind: ItemKind, content: String, step: u64) -> MemoryItem {
+    MemoryItem {
+        kind,
+        key: key.into(),
+        step,
+        content,
+        added_at: String::new(),
+        expires_after_steps: None,
+        pinned: false,
+    }
+}
+
+fn tools() -> Vec<ToolSpec> {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string", "description": "Workspace-relative file path"}}, "required": ["path"]});
+    vec![
+        ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file of the workspace.".into(),
+            input_schema: path,
+        },
+        ToolSpec {
+            name: "edit_file".into(),
+            description: "Replace exact text in a file.".into(),
+            input_schema: json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "old_text": {"type": "string", "description": "Text to replace, exactly as in the file"},
+                "new_text": {"type": "string"}
+            }, "required": ["path", "old_text", "new_text"]}),
+        },
+        ToolSpec {
+            name: "run_check".into(),
+            description: "Run the verification checks.".into(),
+            input_schema: json!({"type": "object", "properties": {}}),
+        },
+    ]
+}
+
+fn actions() -> Vec<ActionEntry> {
+    vec![
+        ActionEntry {
+            name: "read_file".into(),
+            when: "Need to examine code".into(),
+        },
+        ActionEntry {
+            name: "edit_file".into(),
+            when: "Know the exact text to change".into(),
+        },
+        ActionEntry {
+            name: "run_check".into(),
+            when: "After making changes".into(),
+        },
+    ]
+}
+
+fn verification() -> Verification {
+    let mut checks = BTreeMap::new();
+    checks.insert(
+        "complexity".to_string(),
+        CheckStatus {
+            passing: false,
+            summary: "Function 'execute' has complexity 15 (max 10)".into(),
+            is_test: false,
+            step: 3,
+        },
+    );
+    checks.insert(
+        "pytest".to_string(),
+        CheckStatus {
+            passing: true,
+            summary: "42 passed".into(),
+            is_test: true,
+            step: 3,
+        },
+    );
+    Verification {
+        checks,
+        ready_for_completion: false,
+        last_run_step: Some(3),
+    }
+}
+
+const SOURCE: &str =
+    "def execute(self):\n    if self.ready:\n\tlog(\"tab-indented\")\n    return run(self)  \n";
+
+/// Owned data the borrowed parts of a [`ContextInput`] point into.
+struct Fixture {
+    system: String,
+    facts: Vec<Fact>,
+    memory: Vec<MemoryItem>,
+    verification: Verification,
+    blocked: Vec<BlockedAction>,
+    feedback: Option<String>,
+    task: TaskFrame,
+    current_state: Value,
+    recent: Vec<RecentAction>,
+    mode: ToolMode,
+}
+
+impl Fixture {
+    fn small() -> Fixture {
+        Fixture {
+            system: "You are a careful software engineer. Fix one conformance violation.".into(),
+            facts: vec![
+                fact(
+                    "f3-1",
+                    FactCategory::Verification,
+                    "Function 'execute' has cyclomatic complexity 15 (threshold exceeded)",
+                    1.0,
+                    3,
+                ),
+                fact(
+                    "f4-1",
+                    FactCategory::CodeStructure,
+                    "File modified: fix_workflow.py",
+                    1.0,
+                    4,
+                ),
+                fact(
+                    "f2-1",
+                    FactCategory::Inference,
+                    "The loop body can be extracted",
+                    0.7,
+                    2,
+                ),
+                fact(
+                    "f1-1",
+                    FactCategory::Inference,
+                    "Old guess, superseded",
+                    0.4,
+                    1,
+                ),
+            ],
+            memory: vec![memory(
+                "full_file:src/helpers.py",
+                ItemKind::LoadedContext,
+                "def helper():\n    return 1\n".into(),
+                2,
+            )],
+            verification: verification(),
+            blocked: vec![BlockedAction {
+                signature: "edit_file:src/fix_workflow.py".into(),
+                reason: "Same edit failed 3 times: old_text not found".into(),
+                since_step: 4,
+            }],
+            feedback: Some("complete refused: the complexity check is failing".into()),
+            task: TaskFrame {
+                id: "fix-V-abc123".into(),
+                goal: "Fix conformance violation V-abc123".into(),
+                success_criteria: vec![
+                    "Conformance check passes".into(),
+                    "Tests pass".into(),
+                    "Minimal changes".into(),
+                ],
+                constraints: vec!["Only modify files related to the violation".into()],
+                phase: "implement".into(),
+                step: 5,
+                max_steps: 20,
+            },
+            current_state: json!({
+                "violation": {
+                    "id": "V-abc123",
+                    "check_id": "max-cyclomatic-complexity",
+                    "severity": "warning",
+                    "file_path": "src/fix_workflow.py",
+                    "line_number": 145,
+                    "message": "Function 'execute' has complexity 15 (max 10)",
+                },
+                "file_content": { "path": "src/fix_workflow.py", "lines": "120-185", "content": SOURCE },
+            }),
+            recent: vec![
+                RecentAction {
+                    step: 3,
+                    action: "run_check".into(),
+                    target: Some("complexity".into()),
+                    result: ActionResult::Failure,
+                    summary: "1 check failing".into(),
+                    error: Some("Function 'execute' has complexity 15 (max 10)".into()),
+                },
+                RecentAction {
+                    step: 4,
+                    action: "read_file".into(),
+                    target: Some("src/fix_workflow.py".into()),
+                    result: ActionResult::Success,
+                    summary: "Read fix_workflow.py (65 lines)".into(),
+                    error: None,
+                },
+            ],
+            mode: ToolMode::Native,
+        }
+    }
+
+    /// Content scaled by `k`: file lines, facts, error lengths, memory, blocked actions.
+    fn scaled(k: usize) -> Fixture {
+        let mut f = Fixture::small();
+        let file: String = (1..=100 * k)
+            .map(|i| {
+                format!(
+                    "    value_{i} = compute(value_{}, \"item {i}\")  # step {i}\n",
+                    i - 1
+                )
+            })
+            .collect();
+        f.current_state["file_content"]["content"] = Value::String(file);
+        f.current_state["related"] = json!((0..5 * k)
+            .map(|i| format!("src/module_{i}.py"))
+            .collect::<Vec<_>>());
+        f.facts = (0..2 * k)
+            .map(|i| {
+                let cat = [
+                    FactCategory::CodeStructure,
+                    FactCategory::Error,
+                    FactCategory::Pattern,
+                    FactCategory::Verification,
+                ][i % 4];
+                fact(
+                    &format!("f{i}"),
+                    cat,
+                    &format!(
+                        "Fact number {i} about function_{i} in module_{i}.py, observed at line {}",
+                        i * 7
+                    ),
+                    0.8,
+                    i as u64,
+                )
+            })
+            .collect();
+        let error: String = (0..20 * k)
+            .map(|i| {
+                format!("Traceback line {i}: File \"src/module_{i}.py\", line {i}, in handler\n")
+            })
+            .collect();
+        f.recent = (0..3)
+            .map(|i| RecentAction {
+                step: 10 + i,
+                action: "run_tests".into(),
+                target: Some("tests/".into()),
+                result: ActionResult::Failure,
+                summary: format!(
+                    "{} failed\n{}",
+                    i + 1,
+                    "FAILED tests/test_x.py::test_y - AssertionError\n".repeat(k)
+                ),
+                error: Some(error.clone()),
+            })
+            .collect();
+        f.memory = (0..k.min(5))
+            .map(|i| {
+                let content: String = (0..40 * k)
+                    .map(|j| format!("line {j} of loaded file {i}\n"))
+                    .collect();
+                memory(
+                    &format!("full_file:src/loaded_{i}.py"),
+                    ItemKind::LoadedContext,
+                    content,
+                    i as u64,
+                )
+            })
+            .collect();
+        f.blocked = (0..k)
+            .map(|i| BlockedAction {
+                signature: format!("edit_file:src/module_{i}.py"),
+                reason: "Same edit failed 3 times".into(),
+                since_step: i as u64,
+            })
+            .collect();
+        f.feedback = Some("invalid reply: ".to_string() + &"no tool call; ".repeat(30 * k));
+        f
+    }
+
+    fn input(&self) -> ContextInput<'_> {
+        ContextInput {
+            system_prompt: &self.system,
+            task: self.task.clone(),
+            not_yet: Vec::new(),
+            focus: json!({
+                "goal": self.task.goal,
+                "task": "1/1 Fix the violation (0/2 subtasks done)",
+                "subtask": "1.1 Make the failing test pass",
+                "next": "1.2 Run clippy clean",
+            }),
+            current_state: self.current_state.clone(),
+            facts: &self.facts,
+            working_memory: &self.memory,
+            recent_actions: self.recent.clone(),
+            verification: &self.verification,
+            feedback: self.feedback.as_deref(),
+            blocked: &self.blocked,
+            actions: actions(),
+            recommended: Some("run_check".into()),
+            tools: tools(),
+            tool_mode: self.mode,
+        }
+    }
+}
+
+fn superseding(mut f: Fixture) -> Fixture {
+    if let Some(x) = f.facts.iter_mut().find(|x| x.id == "f2-1") {
+        x.supersedes = Some("f1-1".into());
+    }
+    f
+}
+
+/// The YAML between the fences of the user message.
+fn context_yaml(user: &str) -> &str {
+    let start = user.find("```yaml\n").expect("opening fence") + "```yaml\n".len();
+    let end = user[start..].find("\n```").expect("closing fence") + start + 1;
+    &user[start..end]
+}
+
+fn section<'p>(p: &'p BuiltPrompt, name: &str) -> &'p SectionTokens {
+    p.sections.iter().find(|s| s.name == name).expect(name)
+}
+
+fn assert_exact_total(p: &BuiltPrompt) {
+    let tools_json = if p.tools.is_empty() {
+        String::new()
+    } else {
+        let defs: Vec<Value> = p
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        serde_json::to_string(&defs).unwrap()
+    };
+    let recount = MESSAGE_OVERHEAD
+        + count_tokens(&p.system)
+        + count_tokens(&p.user)
+        + count_tokens(&tools_json);
+    assert_eq!(p.total_tokens, recount);
+}
+
+#[test]
+fn small_context_renders_exactly() {
+    let fx = superseding(Fixture::small());
+    let p = build(&fx.input(), &Budgets::default()).unwrap();
+    insta::assert_snapshot!("small_context_user", p.user);
+    assert!(p.compressions.is_empty(), "{:?}", p.compressions);
+    assert!(p.sections.iter().all(|s| !s.compressed));
+    assert_exact_total(&p);
+    assert_eq!(p.tools.len(), 3);
+    // The YAML parses back, and the file content is a readable block.
+    let parsed: Value = serde_yaml_ng::from_str(context_yaml(&p.user)).unwrap();
+    assert_eq!(parsed["current_state"]["file_content"]["content"], SOURCE);
+    assert_eq!(parsed["task"]["step"], "5 of 20");
+    assert!(
+        p.user.contains("content: |\n      def execute(self):\n"),
+        "{}",
+        p.user
+    );
+}
+
+#[test]
+fn huge_file_many_facts_long_errors_fit() {
+    let mut fx = Fixture::scaled(1);
+    let file: String = (1..=5000)
+        .map(|i| format!("line {i}: x = f({i})\n"))
+        .collect();
+    fx.current_state["file_content"]["content"] = Value::String(file);
+    fx.facts = (0..40)
+        .map(|i| {
+            fact(
+                &format!("f{i}"),
+                [FactCategory::Error, FactCategory::CodeStructure][i % 2],
+                &format!("Observation {i} about src/module_{i}.py"),
+                0.9,
+                i as u64,
+            )
+        })
+        .collect();
+    for r in &mut fx.recent {
+        r.error = Some(format!(
+            "RuntimeError: {}",
+            "very long error text ".repeat(200)
+        ));
+    }
+    let budgets = Budgets::default();
+    let p = build(&fx.input(), &budgets).unwrap();
+    assert!(p.total_tokens <= budgets.total, "{}", p.total_tokens);
+    assert_exact_total(&p);
+    for s in &p.sections {
+        assert!(s.tokens <= s.budget, "{s:?}");
+    }
+    let yaml = context_yaml(&p.user);
+    let parsed: Value = serde_yaml_ng::from_str(yaml).unwrap();
+    let content = parsed["current_state"]["file_content"]["content"]
+        .as_str()
+        .unwrap();
+    assert!(
+        content.starts_with("line 1: x = f(1)\nline 2: x = f(2)\n"),
+        "{content}"
+    );
+    assert!(content.ends_with("line 5000: x = f(5000)\n"), "{content}");
+    assert!(content.contains(" lines omitted ...\n"), "{content}");
+    assert!(section(&p, "current_state").compressed);
+    // 40 facts do not fit 300 tokens: lists cut with "... and X more".
+    assert!(section(&p, "understanding").compressed);
+    assert!(yaml.contains("more"), "{yaml}");
+    // Errors cut.
+    let errors: Vec<&str> = parsed["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["error"].as_str())
+        .collect();
+    assert!(!errors.is_empty());
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.chars().count() < 560 && e.contains("chars omitted")),
+        "{errors:?}"
+    );
+    let report = render_report(&p);
+    assert!(report.contains("=== compressions ==="));
+    assert!(
+        report.contains("- current_state: 1 long text cut to first/last"),
+        "{report}"
+    );
+    assert!(report.contains("- understanding: "), "{report}");
+    assert!(report.contains("- recent_actions: "), "{report}");
+}
+
+#[test]
+fn report_of_a_moderate_case() {
+    let mut fx = Fixture::scaled(2);
+    fx.mode = ToolMode::Native;
+    let budgets = Budgets {
+        total: 3000,
+        system_prompt: 100,
+        task_frame: 150,
+        focus: 100,
+        current_state: 600,
+        working_memory: 300,
+        understanding: 120,
+        recent_actions: 250,
+        verification_status: 100,
+        feedback: 80,
+        available_actions: 600,
+    };
+    budgets.validate().unwrap();
+    let p = build(&fx.input(), &budgets).unwrap();
+    assert!(p.total_tokens <= budgets.total);
+    assert_exact_total(&p);
+    insta::assert_snapshot!("moderate_report", render_report(&p));
+}
+
+#[test]
+fn total_never_exceeds_budget_as_content_grows() {
+    let tight = Budgets {
+        total: 4000,
+        system_prompt: 400,
+        task_frame: 300,
+        focus: 150,
+        current_state: 1050,
+        working_memory: 500,
+        understanding: 200,
+        recent_actions: 400,
+        verification_status: 150,
+        feedback: 150,
+        available_actions: 700,
+    };
+    let mut sizes = Vec::new();
+    for k in 1..=50 {
+        let mut fx = Fixture::scaled(k);
+        fx.mode = if k % 2 == 0 {
+            ToolMode::Text
+        } else {
+            ToolMode::Native
+        };
+        for budgets in [Budgets::default(), tight.clone()] {
+            let p = build(&fx.input(), &budgets).unwrap();
+            assert!(
+                p.total_tokens <= budgets.total,
+                "k={k}: {} > {}",
+                p.total_tokens,
+                budgets.total
+            );
+            assert_exact_total(&p);
+            serde_yaml_ng::from_str::<Value>(context_yaml(&p.user)).unwrap();
+            if budgets.total == 8000 && fx.mode == ToolMode::Native {
+                sizes.push(p.total_tokens);
+            }
+        }
+    }
+    // Once over budget, the prompt stays near the budget instead of growing.
+    let big = &sizes[10..];
+    let (min, max) = (big.iter().min().unwrap(), big.iter().max().unwrap());
+    assert!(max - min < 800, "sizes vary too much: {sizes:?}");
+}
+
+#[test]
+fn recent_actions_are_cut_in_the_seed_order() {
+    let mut fx = Fixture::small();
+    fx.recent = (0..3)
+        .map(|i| RecentAction {
+            step: 10 + i,
+            action: "run_tests".into(),
+            target: Some("tests/".into()),
+            result: ActionResult::Failure,
+            summary: format!(
+                "{} failed\nFAILED tests/test_a.py::test_{i}\nFAILED tests/test_b.py::test_{i}",
+                i + 1
+            ),
+            error: Some(format!(
+                "AssertionError number {i}: {}",
+                "expected 3 but got 4; ".repeat(30)
+            )),
+        })
+        .collect();
+    let build_with = |recent_budget: usize| {
+        let budgets = Budgets {
+            recent_actions: recent_budget,
+            ..Budgets::default()
+        };
+        let p = build(&fx.input(), &budgets).unwrap();
+        let parsed: Value = serde_yaml_ng::from_str(context_yaml(&p.user)).unwrap();
+        let recent = parsed["recent"].as_array().unwrap().clone();
+        (
+            section(&p, "recent_actions").tokens,
+            recent,
+            p.compressions.clone(),
+        )
+    };
+    let (full, recent, notes) = build_with(5000);
+    assert_eq!(recent.len(), 3);
+    assert!(notes.is_empty());
+
+    // 3 -> 2: whole actions dropped (oldest first) before anything else is cut.
+    let (two, recent, notes) = build_with(full - 1);
+    assert_eq!(recent.len(), 2, "{notes:?}");
+    assert_eq!(recent[0]["step"], 11);
+    assert!(recent[1]["summary"].as_str().unwrap().contains('\n'));
+    assert!(!recent[1]["error"].as_str().unwrap().contains("omitted"));
+    assert_eq!(
+        notes,
+        ["recent_actions: kept the newest 2 of 3 actions (1 dropped)"]
+    );
+
+    // 2 -> 1.
+    let (one, recent, notes) = build_with(two - 1);
+    assert_eq!(recent.len(), 1);
+    assert_eq!(recent[0]["step"], 12);
+    assert!(recent[0]["summary"].as_str().unwrap().contains('\n'));
+    assert_eq!(
+        notes,
+        ["recent_actions: kept the newest 1 of 3 actions (2 dropped)"]
+    );
+
+    // Then summaries to one line, errors untouched.
+    let (single, recent, notes) = build_with(one - 1);
+    assert_eq!(recent.len(), 1);
+    assert_eq!(recent[0]["summary"], "3 failed [+2 more lines]");
+    assert!(!recent[0]["error"].as_str().unwrap().contains("omitted"));
+    assert_eq!(notes[1], "recent_actions: 1 summary cut to one line");
+
+    // Then errors to 500 chars, then fewer.
+    let (_, recent, notes) = build_with(single - 1);
+    let error = recent[0]["error"].as_str().unwrap();
+    assert!(error.contains("chars omitted"), "{error}");
+    assert!(
+        notes[2].starts_with("recent_actions: 1 string cut to "),
+        "{notes:?}"
+    );
+    let (_, recent, _) = build_with(60);
+    let error = recent[0]["error"].as_str().unwrap();
+    assert!(error.chars().count() < 200, "{error}");
+}
+
+#[test]
+fn lists_are_cut_after_long_text() {
+    // current_state holds a long file and a long list: the file is cut first; the
+    // list only once the file is down to its floor.
+    let mut fx = Fixture::small();
+    let file: String = (1..=400).map(|i| format!("line {i}\n")).collect();
+    fx.current_state = json!({"content": file, "files": (0..30).map(|i| format!("src/f{i}.py")).collect::<Vec<_>>()});
+    let budgets = |n| Budgets {
+        current_state: n,
+        ..Budgets::default()
+    };
+    let p = build(&fx.input(), &budgets(400)).unwrap();
+    let parsed: Value = serde_yaml_ng::from_str(context_yaml(&p.user)).unwrap();
+    assert_eq!(
+        parsed["current_state"]["files"].as_array().unwrap().len(),
+        30
+    );
+    assert!(
+        p.compressions[0].starts_with("current_state: 1 long text cut"),
+        "{:?}",
+        p.compressions
+    );
+    let p = build(&fx.input(), &budgets(150)).unwrap();
+    let parsed: Value = serde_yaml_ng::from_str(context_yaml(&p.user)).unwrap();
+    let files = parsed["current_state"]["files"].as_array().unwrap();
+    assert!(files.len() < 30);
+    assert!(files
+        .last()
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .starts_with("... and "));
+    assert!(section(&p, "current_state").tokens <= 150);
+}
+
+#[test]
+fn total_over_drops_oldest_memory_then_shrinks_current_state() {
+    let mut fx = Fixture::small();
+    fx.memory = (0..4)
+        .map(|i| {
+            memory(
+                &format!("full_file:src/m{i}.py"),
+                ItemKind::LoadedContext,
+                "x = 1\n".repeat(40),
+                i,
+            )
+        })
+        .collect();
+    fx.memory[0].pinned = true;
+    let roomy = Budgets {
+        total: 100_000,
+        working_memory: 5000,
+        ..Budgets::default()
+    };
+    let all = build(&fx.input(), &roomy).unwrap();
+    let wm = section(&all, "working_memory").tokens;
+    // A total that forces dropping about two items.
+    let budgets = Budgets {
+        total: all.total_tokens - wm / 3,
+        working_memory: 5000,
+        ..Budgets::default()
+    };
+    let p = build(&fx.input(), &budgets).unwrap();
+    assert!(p.total_tokens <= budgets.total);
+    let parsed: Value = serde_yaml_ng::from_str(context_yaml(&p.user)).unwrap();
+    let items = parsed["working_memory"].as_array().unwrap();
+    let keys: Vec<&str> = items.iter().filter_map(|i| i["key"].as_str()).collect();
+    // The pinned oldest item stays; the oldest unpinned ones go.
+    assert_eq!(keys, ["full_file:src/m0.py", "full_file:src/m3.py"]);
+    assert!(items[0].as_str().unwrap().contains("2 older items dropped"));
+    assert!(
+        p.compressions
+            .iter()
+            .any(|c| c.contains("working_memory") && c.ends_with("(to fit the total)")),
+        "{:?}",
+        p.compressions
+    );
+    assert!(!section(&p, "current_state").compressed);
+}
+
+#[test]
+fn over_budget_when_the_system_prompt_alone_exceeds_the_total() {
+    let mut fx = Fixture::small();
+    fx.system = "Follow every rule. ".repeat(3000);
+    let err = build(&fx.input(), &Budgets::default()).unwrap_err();
+    let ContextError::OverBudget { needed, budget, .. } = &err;
+    assert!(*needed > 8000);
+    assert_eq!(*budget, 8000);
+    let msg = err.to_string();
+    assert!(msg.contains("budget.total"), "{msg}");
+    assert!(msg.contains("budget.system_prompt"), "{msg}");
+    assert!(msg.contains("raise budget.total to at least"), "{msg}");
+}
+
+#[test]
+fn system_prompt_over_its_own_budget_is_reported_but_fits_the_total() {
+    let mut fx = Fixture::small();
+    fx.system = "Follow every rule. ".repeat(300);
+    let p = build(&fx.input(), &Budgets::default()).unwrap();
+    assert!(p.total_tokens <= 8000);
+    assert!(
+        p.compressions[0].starts_with("system_prompt: "),
+        "{:?}",
+        p.compressions
+    );
+}
+
+#[test]
+fn budgets_validate_names_the_field() {
+    assert_eq!(Budgets::default().validate(), Ok(()));
+    let sum: usize = Budgets::default().sections().iter().map(|(_, v)| v).sum();
+    assert!(sum <= Budgets::default().total);
+    let zero = Budgets {
+        feedback: 0,
+        ..Budgets::default()
+    };
+    assert!(zero.validate().unwrap_err().contains("feedback"));
+    let over = Budgets {
+        current_state: 5000,
+        ..Budgets::default()
+    };
+    let msg = over.validate().unwrap_err();
+    assert!(
+        msg.contains("total") && msg.contains("current_state 5000"),
+        "{msg}"
+    );
+    // Read from `[budget]`: unknown keys are refused, missing ones default.
+    let b: Budgets = toml::from_str("total = 9000").unwrap();
+    assert_eq!(b.total, 9000);
+    assert_eq!(b.current_state, 2600);
+    assert!(toml::from_str::<Budgets>("totl = 1").is_err());
+}
+
+#[test]
+fn text_mode_sends_no_tools_and_describes_them() {
+    let mut fx = Fixture::small();
+    fx.mode = ToolMode::Text;
+    let p = build(&fx.input(), &Budgets::default()).unwrap();
+    assert!(p.tools.is_empty());
+    assert!(p
+        .user
+        .contains("What is your NEXT action? Call exactly one tool.\n\n"));
+    assert!(p.user.ends_with(&text_mode_instructions(&tools())));
+    assert_exact_total(&p);
+}
+
+#[test]
+fn build_is_deterministic() {
+    let fx = Fixture::scaled(7);
+    let a = build(&fx.input(), &Budgets::default()).unwrap();
+    let b = build(&fx.input(), &Budgets::default()).unwrap();
+    assert_eq!(a.user, b.user);
+    assert_eq!(a.compressions, b.compressions);
+    assert_eq!(a.total_tokens, b.total_tokens);
+}

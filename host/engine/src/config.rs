@@ -1,0 +1,494 @@
+//! `agentforge.toml`: provider, budgets, limits, commands, prompts and plugin folders.
+//!
+//! Precedence, lowest first: built-in defaults, `agentforge.toml`, environment
+//! (`AGENTFORGE_PROVIDER`, `AGENTFORGE_MODEL`, `AGENTFORGE_REPLAY`), command-line flags.
+//! API keys are never part of the config: they are read from the environment by the
+//! provider and never written anywhere.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use agentforge_context::Budgets;
+use agentforge_core::model::{ProviderKind, ToolMode};
+pub use agentforge_plugin_host::PluginsConfig;
+use agentforge_providers::ProviderSettings;
+use agentforge_store::commands::CommandLimits;
+
+/// Name of the config file looked up in the workspace root.
+pub const CONFIG_FILE: &str = "agentforge.toml";
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Model provider.
+    pub provider: ProviderConfig,
+    /// Token budgets of the prompt.
+    pub budget: Budgets,
+    /// Step, command and retry limits.
+    pub limits: Limits,
+    /// Extension and early stop of the step budget.
+    pub adaptive_budget: agentforge_core::budget::BudgetPolicy,
+    /// Fact extraction.
+    pub understanding: Understanding,
+    /// Loop detection.
+    pub loops: LoopsConfig,
+    /// Default verification commands for tasks that name none.
+    pub commands: Commands,
+    /// Prompt template overrides.
+    pub prompts: PromptsConfig,
+    /// Plugin folders (used by the plugin system).
+    pub plugins: PluginsConfig,
+    /// The model's file actions.
+    pub tools: ToolsConfig,
+    /// How checks and tests run.
+    pub checks: ChecksConfig,
+}
+
+/// `[tools]`: what the model's file actions may not write.
+///
+/// ```toml
+/// [tools]
+/// protected = ["secrets/**", "*.lock", "deploy"]   # a folder's glob covers its content
+/// ```
+///
+/// Always protected besides: `agentforge.toml` (and the `--config` file), the prompts
+/// folder, the plugin folders in use, the task file of the run, `.agentforge/`, `.git/`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Workspace-relative globs (matched without case) the model may not write.
+    pub protected: Vec<String>,
+}
+
+/// `[checks]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChecksConfig {
+    /// The environment checks run with.
+    pub env: CheckEnvConfig,
+}
+
+/// `[checks.env]`: which environment variables checks get (globs on names, matched
+/// without case). See [`agentforge_store::secrets`] for the built-in lists.
+///
+/// ```toml
+/// [checks.env]
+/// deny = ["DATABASE_URL", "STRIPE_*"]   # added to the built-in deny list
+/// allow = ["MY_APP_*"]                  # allow-list mode: only these and the basics
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckEnvConfig {
+    /// Left out, in addition to the built-in deny list; their values are masked too.
+    pub deny: Vec<String>,
+    /// When not empty, checks get only these (and `PATH`, `HOME`, `CARGO_*`... see
+    /// [`agentforge_store::secrets::ALLOW_BASE`]); the deny lists still apply.
+    pub allow: Vec<String>,
+}
+
+/// `[provider]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderConfig {
+    /// `anthropic`, `openai` or `replay`.
+    pub kind: ProviderKind,
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Base URL; defaults to `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, then the public endpoint.
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the key, to override the default.
+    pub api_key_env: Option<String>,
+    /// Recorded session for the `replay` provider (relative to the config file's folder).
+    pub replay: Option<PathBuf>,
+    /// `native` tool calling or the `text` fallback.
+    pub tool_mode: ToolMode,
+    /// Per-request timeout.
+    pub timeout_secs: u64,
+    /// Retries on 429, 5xx, timeouts and dropped connections.
+    pub max_retries: u32,
+    /// First backoff; doubles with jitter up to `max_backoff_ms`.
+    pub initial_backoff_ms: u64,
+    /// Backoff ceiling.
+    pub max_backoff_ms: u64,
+    /// `max_tokens` for the model's answer.
+    pub max_output_tokens: u32,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            kind: ProviderKind::Anthropic,
+            model: "claude-sonnet-4-5".to_string(),
+            base_url: None,
+            api_key_env: None,
+            replay: None,
+            tool_mode: ToolMode::Native,
+            timeout_secs: 120,
+            max_retries: 5,
+            initial_backoff_ms: 1000,
+            max_backoff_ms: 60_000,
+            max_output_tokens: 4096,
+        }
+    }
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Default step budget of a task.
+    pub max_steps: u64,
+    /// Timeout of one check or test command.
+    pub command_timeout_secs: u64,
+    /// Bytes of command output kept (head and tail).
+    pub output_cap_bytes: usize,
+    /// Invalid model replies in a row before the task escalates.
+    pub max_invalid_replies: u32,
+    /// Working memory capacity.
+    pub working_memory_items: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_steps: 30,
+            command_timeout_secs: 300,
+            output_cap_bytes: 1024 * 1024,
+            max_invalid_replies: 3,
+            working_memory_items: agentforge_core::working_memory::DEFAULT_MAX_ITEMS,
+        }
+    }
+}
+
+/// `[loops]`: detector thresholds and what repeated detections do.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoopsConfig {
+    /// Detector thresholds.
+    #[serde(flatten)]
+    pub thresholds: agentforge_loops::LoopThresholds,
+    /// Loops detected in one task before it escalates.
+    pub max_detections: u32,
+}
+
+impl Default for LoopsConfig {
+    fn default() -> Self {
+        LoopsConfig {
+            thresholds: agentforge_loops::LoopThresholds::default(),
+            max_detections: 3,
+        }
+    }
+}
+
+/// `[understanding]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Understanding {
+    /// Ask the model for facts when no extraction rule matched an output (an extra
+    /// model call; confidence capped at 0.8). Not available with the replay provider.
+    pub model_fallback: bool,
+}
+
+/// `[commands]`: used when a task has no `checks`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Commands {
+    /// Run by `run_check`.
+    pub check: Option<String>,
+    /// Run by `run_tests`.
+    pub test: Option<String>,
+}
+
+/// `[prompts]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromptsConfig {
+    /// Folder of templates overriding the built-in ones (relative to the workspace).
+    pub dir: Option<PathBuf>,
+}
+
+/// Errors loading the configuration; each names the file or variable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but cannot be read.
+    #[error("cannot read config {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax or shape error (the message carries line and column).
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// Parser message.
+        message: String,
+    },
+    /// A value that cannot be used.
+    #[error("invalid config {origin}: `{field}`: {message}")]
+    Value {
+        /// File or environment variable.
+        origin: String,
+        /// The field.
+        field: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Loads `path` if given, else `<workspace>/agentforge.toml` if present, else defaults;
+    /// then applies environment overrides and validates.
+    pub fn load(
+        explicit: Option<&Path>,
+        workspace: &Path,
+    ) -> Result<(Config, Option<PathBuf>), ConfigError> {
+        let path = match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => {
+                let p = workspace.join(CONFIG_FILE);
+                p.is_file().then_some(p)
+            }
+        };
+        let mut config = match &path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Io {
+                    path: p.display().to_string(),
+                    source,
+                })?;
+                Self::parse(&text, &p.display().to_string())?
+            }
+            None => Config::default(),
+        };
+        // Relative replay paths are relative to the config file's folder.
+        if let (Some(p), Some(replay)) = (&path, &config.provider.replay) {
+            if replay.is_relative() {
+                let base = p.parent().unwrap_or(Path::new("."));
+                config.provider.replay = Some(base.join(replay));
+            }
+        }
+        config.apply_env(|k| std::env::var(k).ok())?;
+        config.validate(
+            &path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "defaults".into()),
+        )?;
+        Ok((config, path))
+    }
+
+    /// Parses TOML text; `origin` names the file in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Applies `AGENTFORGE_*` overrides using `get` to read variables.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(kind) = get("AGENTFORGE_PROVIDER") {
+            self.provider.kind = parse_kind(&kind).map_err(|message| ConfigError::Value {
+                origin: "environment".into(),
+                field: "AGENTFORGE_PROVIDER".into(),
+                message,
+            })?;
+        }
+        if let Some(model) = get("AGENTFORGE_MODEL") {
+            self.provider.model = model;
+        }
+        if let Some(replay) = get("AGENTFORGE_REPLAY") {
+            self.provider.replay = Some(PathBuf::from(replay));
+            self.provider.kind = ProviderKind::Replay;
+        }
+        Ok(())
+    }
+
+    /// Checks cross-field invariants.
+    pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let err = |field: &str, message: String| ConfigError::Value {
+            origin: origin.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        self.budget.validate().map_err(|m| err("budget", m))?;
+        if self.limits.max_steps == 0 {
+            return Err(err("limits.max_steps", "must be at least 1".into()));
+        }
+        if self.limits.command_timeout_secs == 0 {
+            return Err(err(
+                "limits.command_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.loops.max_detections == 0 {
+            return Err(err("loops.max_detections", "must be at least 1".into()));
+        }
+        if self.limits.max_invalid_replies == 0 {
+            return Err(err(
+                "limits.max_invalid_replies",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.limits.working_memory_items == 0 {
+            return Err(err(
+                "limits.working_memory_items",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.provider.kind == ProviderKind::Replay && self.understanding.model_fallback {
+            return Err(err(
+                "understanding.model_fallback",
+                "the replay provider answers one recorded call per step and cannot serve the extra fact-extraction call; turn it off for replayed runs".into(),
+            ));
+        }
+        self.env_policy().map_err(|e| err(e.field, e.to_string()))?;
+        agentforge_store::tools::compile_protected(&self.tools.protected)
+            .map_err(|e| err("tools.protected", e.to_string()))?;
+        if self.provider.kind == ProviderKind::Replay && self.provider.replay.is_none() {
+            return Err(err(
+                "provider.replay",
+                "the replay provider needs a recorded session: set provider.replay or pass --replay FILE".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Provider settings for [`agentforge_providers::Provider::from_settings`].
+    pub fn provider_settings(&self) -> ProviderSettings {
+        let p = &self.provider;
+        ProviderSettings {
+            kind: p.kind,
+            base_url: p.base_url.clone(),
+            api_key_env: p.api_key_env.clone(),
+            replay_path: p.replay.clone(),
+            timeout: Duration::from_secs(p.timeout_secs),
+            max_retries: p.max_retries,
+            initial_backoff: Duration::from_millis(p.initial_backoff_ms),
+            max_backoff: Duration::from_millis(p.max_backoff_ms),
+        }
+    }
+
+    /// The environment policy checks run with: `[checks.env]`, and the provider's key
+    /// variable (whatever `api_key_env` names) never passed.
+    pub fn env_policy(
+        &self,
+    ) -> Result<agentforge_store::secrets::EnvPolicy, agentforge_store::secrets::EnvPolicyError>
+    {
+        let mut policy = agentforge_store::secrets::EnvPolicy::new(
+            &self.checks.env.deny,
+            &self.checks.env.allow,
+        )?;
+        if let Some(var) = self.provider_settings().key_env_var() {
+            policy.force_deny(&var);
+        }
+        if let Some(var) = &self.provider.api_key_env {
+            policy.force_deny(var);
+        }
+        Ok(policy)
+    }
+
+    /// Limits for check and test commands.
+    pub fn command_limits(&self) -> CommandLimits {
+        CommandLimits {
+            timeout: Duration::from_secs(self.limits.command_timeout_secs),
+            output_cap_bytes: self.limits.output_cap_bytes,
+        }
+    }
+}
+
+/// Parses a provider name as given on the command line or in the environment.
+pub fn parse_kind(s: &str) -> Result<ProviderKind, String> {
+    match s {
+        "anthropic" => Ok(ProviderKind::Anthropic),
+        "openai" => Ok(ProviderKind::Openai),
+        "replay" => Ok(ProviderKind::Replay),
+        other => Err(format!(
+            "unknown provider `{other}`; use anthropic, openai or replay"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("", "agentforge.toml").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.budget.total, 8000);
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_key() {
+        let err = Config::parse("[limits]\nmax_step = 3\n", "cfg/agentforge.toml").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("cfg/agentforge.toml"), "{msg}");
+        assert!(msg.contains("line 2"), "{msg}");
+        assert!(msg.contains("max_step"), "{msg}");
+    }
+
+    #[test]
+    fn env_overrides_provider() {
+        let mut c = Config::default();
+        c.apply_env(|k| match k {
+            "AGENTFORGE_PROVIDER" => Some("openai".into()),
+            "AGENTFORGE_MODEL" => Some("qwen".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.provider.kind, ProviderKind::Openai);
+        assert_eq!(c.provider.model, "qwen");
+        let err = c
+            .apply_env(|k| (k == "AGENTFORGE_PROVIDER").then(|| "gpt".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("AGENTFORGE_PROVIDER"));
+    }
+
+    #[test]
+    fn loops_section_takes_thresholds_and_max_detections() {
+        let c = Config::parse("[loops]\nmax_detections = 2\nidentical = 4\n", "a.toml").unwrap();
+        assert_eq!(c.loops.max_detections, 2);
+        assert_eq!(c.loops.thresholds.identical, 4);
+        assert!(Config::parse("[loops]\nidentcal = 4\n", "a.toml").is_err());
+    }
+
+    #[test]
+    fn tools_and_checks_sections_parse_and_bad_globs_name_the_field() {
+        let c = Config::parse(
+            "[tools]\nprotected = [\"secrets/**\"]\n[checks.env]\ndeny = [\"DB_*\"]\nallow = [\"MY_*\"]\n[provider]\napi_key_env = \"LLM_SECRET\"\n",
+            "a.toml",
+        )
+        .unwrap();
+        assert_eq!(c.tools.protected, ["secrets/**"]);
+        c.validate("a.toml").unwrap();
+        let p = c.env_policy().unwrap();
+        assert!(!p.passes("DB_HOST") && !p.passes("LLM_SECRET") && !p.passes("OTHER"));
+        assert!(p.passes("MY_FLAG") && p.passes("PATH"));
+
+        let bad = Config::parse("[tools]\nprotected = [\"a[\"]\n", "a.toml").unwrap();
+        let msg = bad.validate("a.toml").unwrap_err().to_string();
+        assert!(
+            msg.contains("tools.protected") && msg.contains("a["),
+            "{msg}"
+        );
+        let bad = Config::parse("[checks.env]\nallow = [\"{x\"]\n", "a.toml").unwrap();
+        let msg = bad.validate("a.toml").unwrap_err().to_string();
+        assert!(msg.contains("checks.env.allow"), "{msg}");
+        assert!(Config::parse("[checks.env]\nallw = []\n", "a.toml").is_err());
+    }
+
+    #[test]
+    fn replay_without_file_is_a_config_error() {
+        let c = Config::parse("[provider]\nkind = \"replay\"\n", "a.toml").unwrap();
+        let err = c.validate("a.toml").unwrap_err();
+        assert!(err.to_string().contains("provider.replay"), "{err}");
+    }
+}

@@ -1,0 +1,6 @@
+//! AgentForge's step executor: one stateless step after another, each a fresh
+//! two-message model call over context rebuilt from verified state, with the
+//! configuration ([`config`]) that wires providers, plugins, budgets and checks.
+
+pub mod config;
+pub mod executor;

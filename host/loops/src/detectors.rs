@@ -1,0 +1,562 @@
+//! The seven detectors, most specific first.
+//!
+//! Every detector looks at the analysed window as of its last step and is *sticky*: once
+//! its pattern is there, it keeps matching until a step breaks it (progress, or a step
+//! that does not fit the pattern), so that replay can report each loop once.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::analysis::{Analysis, Info};
+use super::signature::{ActionCategory, ErrorCategory};
+use super::suggest;
+use super::{Detection, LoopThresholds, LoopType};
+use agentforge_core::state::ActionResult;
+
+/// Reworks of the same code (beyond the first attempt) before unchanged verification
+/// counts as a loop: the third attempt at the same lines.
+const MIN_REWORKS: usize = 2;
+/// Re-reads or re-runs in a read-only streak before it counts as a loop.
+const MIN_STALE_READS: usize = 2;
+/// A read-only streak is repetitive when at least one step in this many is a repeat.
+const STALE_SHARE: usize = 3;
+/// Evidence lines kept per detection.
+const MAX_EVIDENCE: usize = 8;
+
+/// The most specific detection for the analysed history, if any.
+pub(crate) fn detect(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    identical(a, t)
+        .or_else(|| oscillation(a, t))
+        .or_else(|| error_cycle(a, t))
+        .or_else(|| alternation(a, t))
+        .or_else(|| repetition(a, t))
+        .or_else(|| semantic(a, t))
+        .or_else(|| no_progress(a, t))
+}
+
+struct Found {
+    loop_type: LoopType,
+    confidence: f32,
+    description: String,
+    evidence: Vec<String>,
+    suggestions: Vec<String>,
+    block: Option<String>,
+}
+
+impl Found {
+    fn at(self, a: &Analysis<'_>) -> Detection {
+        let mut evidence = self.evidence;
+        if evidence.len() > MAX_EVIDENCE {
+            evidence.drain(..evidence.len() - MAX_EVIDENCE);
+        }
+        Detection {
+            loop_type: self.loop_type,
+            step: a.last().map_or(0, |l| l.view.step),
+            confidence: self.confidence,
+            description: self.description,
+            evidence,
+            suggestions: self.suggestions,
+            block: self.block,
+        }
+    }
+}
+
+fn describe_all<'a>(steps: impl IntoIterator<Item = &'a Info<'a>>) -> Vec<String> {
+    steps.into_iter().map(Info::describe).collect()
+}
+
+/// The same action failing `identical` times in a row with the same arguments or the
+/// same error (seed 000 `_check_identical`). A polled command whose output grows is not
+/// repeating itself.
+fn identical(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let w = a.window();
+    let last = w.last().filter(|l| l.failed)?;
+    let same = |s: &Info<'_>| {
+        s.failed
+            && !s.grew
+            && s.view.action == last.view.action
+            && (s.params == last.params || s.error_fp == last.error_fp)
+    };
+    let run = w.iter().rev().take_while(|s| same(s)).count();
+    if run < t.identical.max(2) {
+        return None;
+    }
+    let steps = &w[w.len() - run..];
+    let same_args = steps.iter().all(|s| s.params == last.params);
+    let how = if same_args {
+        "with the same arguments"
+    } else {
+        "with the same error"
+    };
+    let what = if steps.iter().all(|s| s.view.result == ActionResult::Skipped) {
+        "been refused"
+    } else {
+        "failed"
+    };
+    Some(
+        Found {
+            loop_type: LoopType::IdenticalAction,
+            confidence: 1.0,
+            description: format!(
+                "`{}` has {what} {run} times in a row {how}",
+                last.view.action
+            ),
+            evidence: describe_all(steps),
+            suggestions: suggest::identical(last),
+            block: last.block.clone(),
+        }
+        .at(a),
+    )
+}
+
+/// A file returning to content it already had (flip-flopping between versions), or a
+/// check's failure returning to one it already had (fixing A breaks B, fixing B breaks A).
+fn oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    file_oscillation(a, t).or_else(|| verification_oscillation(a, t))
+}
+
+fn file_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let ctx = &a.ctx;
+    let mut returns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, s) in ctx.iter().enumerate().skip(a.window_start) {
+        for f in &s.returns {
+            returns.entry(f.as_str()).or_default().push(i);
+        }
+    }
+    let (file, idx) = returns
+        .into_iter()
+        .filter(|(_, idx)| idx.len() >= t.oscillation.max(1))
+        // Broken by a version never seen before, or by verification getting better.
+        .filter(|(file, idx)| {
+            let r = *idx.last().expect("non-empty");
+            !ctx[r + 1..]
+                .iter()
+                .any(|s| s.improved || (s.progress && s.content.iter().any(|(f, _)| f == file)))
+        })
+        .max_by_key(|(_, idx)| *idx.last().expect("non-empty"))?;
+    let last_return = &ctx[*idx.last().expect("non-empty")];
+    // Number each version of the file in order of first appearance.
+    let mut versions: Vec<&str> = Vec::new();
+    let mut evidence = Vec::new();
+    for s in &ctx[a.window_start..] {
+        let Some((_, id)) = s.content.iter().find(|(f, _)| f == file) else {
+            continue;
+        };
+        let seen = versions.iter().position(|v| v == id);
+        let n = seen.map_or_else(
+            || {
+                versions.push(id);
+                versions.len()
+            },
+            |p| p + 1,
+        );
+        let back = match (s.returns.iter().any(|f| f == file), seen) {
+            (true, Some(_)) => " (back to an earlier version)",
+            // Back to a content from before the window, or an edit undoing an earlier one.
+            (true, None) => " (undoes an earlier change)",
+            _ => "",
+        };
+        evidence.push(format!(
+            "step {}: {} {file} -> version {n}{back}",
+            s.view.step, s.view.action
+        ));
+    }
+    Some(
+        Found {
+            loop_type: LoopType::Oscillation,
+            confidence: 0.9,
+            description: format!(
+                "`{file}` went back to a version it already had {} times in the last {} steps",
+                idx.len(),
+                a.window().len()
+            ),
+            evidence,
+            suggestions: suggest::file_oscillation(file),
+            block: last_return.block.clone(),
+        }
+        .at(a),
+    )
+}
+
+fn verification_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let ctx = &a.ctx;
+    // Check runs per approach, with their failure (None = passing).
+    let mut runs: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, s) in ctx.iter().enumerate().skip(a.window_start) {
+        if s.category == ActionCategory::Check {
+            runs.entry(s.approach.as_str()).or_default().push(i);
+        }
+    }
+    let mut best: Option<(&str, Vec<usize>, Vec<usize>)> = None;
+    for (approach, idx) in runs {
+        // Consecutive equal results are one state; a failure seen before a different
+        // state is a return.
+        let mut states: Vec<(usize, Option<&str>)> = Vec::new();
+        for &i in &idx {
+            let st = ctx[i].verif.as_deref();
+            if states.last().is_none_or(|(_, prev)| *prev != st) {
+                states.push((i, st));
+            }
+        }
+        let returns: Vec<usize> = states
+            .iter()
+            .enumerate()
+            .filter(|(k, (_, st))| st.is_some() && states[..*k].iter().any(|(_, p)| p == st))
+            .map(|(_, (i, _))| *i)
+            .collect();
+        if returns.len() < t.oscillation.max(1) {
+            continue;
+        }
+        let r = *returns.last().expect("non-empty");
+        let seen: BTreeSet<Option<&str>> = states.iter().map(|(_, s)| *s).collect();
+        // Broken by better verification or by a result of this check never seen before.
+        let broken = ctx[r + 1..]
+            .iter()
+            .any(|s| s.improved || (s.approach == approach && !seen.contains(&s.verif.as_deref())));
+        if broken {
+            continue;
+        }
+        if best.as_ref().is_none_or(|(_, _, br)| br.last() < Some(&r)) {
+            best = Some((approach, idx, returns));
+        }
+    }
+    let (approach, idx, returns) = best?;
+    let mut labels: Vec<Option<&str>> = Vec::new();
+    let evidence = idx
+        .iter()
+        .map(|&i| {
+            let s = &ctx[i];
+            let st = s.verif.as_deref();
+            let label = match labels.iter().position(|l| *l == st) {
+                Some(p) => p,
+                None => {
+                    labels.push(st);
+                    labels.len() - 1
+                }
+            };
+            let what = match st {
+                None => "passing".to_string(),
+                Some(_) => format!(
+                    "failure {} ({})",
+                    (b'A' + (label % 26) as u8) as char,
+                    first_line(s.view.error.as_deref().unwrap_or(&s.view.summary))
+                ),
+            };
+            format!("step {}: {} -> {what}", s.view.step, s.view.action)
+        })
+        .collect();
+    let check = approach.trim_end_matches(':');
+    Some(
+        Found {
+            loop_type: LoopType::Oscillation,
+            confidence: 0.8,
+            description: format!(
+                "`{check}` keeps flipping between failures it already had: its result went back to an earlier failure {} times",
+                returns.len()
+            ),
+            evidence,
+            suggestions: suggest::verification_oscillation(),
+            block: None,
+        }
+        .at(a),
+    )
+}
+
+/// The first non-empty line of a text, cut to 100 characters.
+fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(100)
+        .collect()
+}
+
+/// Failures alternating between approaches since the last progress: A fails, B fails,
+/// A fails again (seed 000 `_check_error_cycle`, by approach rather than category so
+/// that `edit_file` and `replace_lines` on the same file are two approaches).
+fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let w = a.window();
+    let start = w.iter().rposition(|s| s.progress).map_or(0, |p| p + 1);
+    let fails: Vec<&Info<'_>> = w[start..].iter().filter(|s| s.failed).collect();
+    if fails.len() < 3 {
+        return None;
+    }
+    let cycles = fails
+        .windows(3)
+        .filter(|f| f[0].approach == f[2].approach && f[0].approach != f[1].approach)
+        .count();
+    if cycles < t.error_cycle.max(1) {
+        return None;
+    }
+    let (next, other) = (fails[fails.len() - 2], fails[fails.len() - 1]);
+    let block = block_one_of(next, other);
+    Some(
+        Found {
+            loop_type: LoopType::ErrorCycle,
+            confidence: 0.9,
+            description: format!(
+                "error cycling: alternating between failed approaches (`{}` and `{}`)",
+                next.approach.trim_end_matches(':'),
+                other.approach.trim_end_matches(':')
+            ),
+            evidence: describe_all(fails.iter().rev().take(5).rev().copied()),
+            suggestions: suggest::error_cycle(next, other),
+            block,
+        }
+        .at(a),
+    )
+}
+
+/// Which of the two steps of a cycle to block. The choice must not depend on which of
+/// them came last, or the same loop would look like a new one at every step. Checks are
+/// blocked last (blocking verification leaves no way to see a fix work), then a failing
+/// step before a succeeding one, a change before a read.
+fn block_one_of(a: &Info<'_>, b: &Info<'_>) -> Option<String> {
+    let rank = |s: &Info<'_>| {
+        (
+            s.block.is_none(),
+            s.category == ActionCategory::Check,
+            !s.failed,
+            s.category != ActionCategory::Edit,
+            s.block.clone(),
+        )
+    };
+    [a, b].into_iter().min_by_key(|s| rank(s))?.block.clone()
+}
+
+/// Two signatures alternating, A-B-A-B, where the repeats bring nothing new (seed 004
+/// §3b).
+fn alternation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let w = a.window();
+    let len = 2 * t.alternation_cycles.max(2);
+    if w.len() < len {
+        return None;
+    }
+    let tail = &w[w.len() - len..];
+    let (ka, kb) = (&tail[0].key, &tail[1].key);
+    if ka == kb {
+        return None;
+    }
+    let alternates = tail
+        .iter()
+        .enumerate()
+        .all(|(i, s)| &s.key == if i % 2 == 0 { ka } else { kb });
+    if !alternates || tail[2..].iter().any(|s| s.fresh || s.progress) {
+        return None;
+    }
+    let (next, then) = (&tail[len - 2], &tail[len - 1]);
+    let block = block_one_of(next, then);
+    Some(
+        Found {
+            loop_type: LoopType::Alternation,
+            confidence: 0.85,
+            description: format!(
+                "alternating between `{}` and `{}` {} times without progress",
+                next.approach.trim_end_matches(':'),
+                then.approach.trim_end_matches(':'),
+                len / 2
+            ),
+            evidence: describe_all(tail),
+            suggestions: suggest::alternation(next, then),
+            block,
+        }
+        .at(a),
+    )
+}
+
+/// One signature `repetition` times in the window, the repeats bringing nothing new and
+/// no progress since the first (seed 004 §3a).
+fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let w = a.window();
+    let n = t.repetition.max(2);
+    let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in w.iter().enumerate() {
+        by_key.entry(s.key.as_str()).or_default().push(i);
+    }
+    let occ = by_key
+        .into_values()
+        .filter(|idx| idx.len() >= n)
+        .map(|idx| idx[idx.len() - n..].to_vec())
+        .filter(|occ| {
+            !occ[1..].iter().any(|&i| w[i].fresh) && !w[occ[0] + 1..].iter().any(|s| s.progress)
+        })
+        .max_by_key(|occ| *occ.last().expect("n >= 2"))?;
+    let last = &w[*occ.last().expect("n >= 2")];
+    let target = last
+        .view
+        .target
+        .as_deref()
+        .map(|t| format!(" on `{t}`"))
+        .unwrap_or_default();
+    Some(
+        Found {
+            loop_type: LoopType::Repetition,
+            confidence: 0.8,
+            description: format!(
+                "`{}`{target} repeated {n} times in the last {} steps with the same outcome and no progress",
+                last.view.action,
+                w.len()
+            ),
+            evidence: describe_all(occ.iter().map(|&i| &w[i])),
+            suggestions: suggest::repetition(last, n),
+            block: last.block.clone(),
+        }
+        .at(a),
+    )
+}
+
+/// Different actions all failing with the same kind of error (seed 000
+/// `_check_semantic_loop`).
+fn semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let w = a.window();
+    let n = t.semantic.max(2);
+    if w.len() < n {
+        return None;
+    }
+    let tail = &w[w.len() - n..];
+    if !tail.iter().all(|s| s.failed && !s.improved && !s.grew) {
+        return None;
+    }
+    let approaches: BTreeSet<&str> = tail.iter().map(|s| s.approach.as_str()).collect();
+    if approaches.len() < 2 {
+        return None;
+    }
+    let category = tail[0].sig.error?;
+    if tail.iter().any(|s| s.sig.error != Some(category)) {
+        return None;
+    }
+    // "Other" says nothing about the errors being alike: then they must read the same.
+    if category == ErrorCategory::Other && tail.iter().any(|s| s.error_fp != tail[0].error_fp) {
+        return None;
+    }
+    Some(
+        Found {
+            loop_type: LoopType::SemanticLoop,
+            confidence: 0.85,
+            description: format!(
+                "{} different approaches in a row all failing with a `{category}` error",
+                approaches.len()
+            ),
+            evidence: describe_all(tail),
+            suggestions: suggest::semantic(category),
+            block: None,
+        }
+        .at(a),
+    )
+}
+
+/// Only reading, searching and checking for a long stretch, re-reading and re-running
+/// along the way; or repeated changes to the same code that leave verification exactly
+/// as it was (seed 000 `_check_no_progress`).
+fn no_progress(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    read_only_streak(a, t).or_else(|| unchanged_verification(a, t))
+}
+
+fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let ctx = &a.ctx;
+    let start = ctx
+        .iter()
+        .rposition(|s| s.category == ActionCategory::Edit || s.progress)
+        .map_or(0, |p| p + 1);
+    let streak = &ctx[start..];
+    // Before the first change the agent is exploring: give it twice as long.
+    let min = t.no_progress_reads.max(2) * if a.exploring { 2 } else { 1 };
+    let stale: Vec<&Info<'_>> = streak.iter().filter(|s| !s.fresh).collect();
+    // Going back to things already seen is what makes a stretch of reading a loop; new
+    // things are exploration, and only a very long stretch of those is one.
+    let repetitive = stale.len() >= MIN_STALE_READS && STALE_SHARE * stale.len() >= streak.len();
+    if !(streak.len() >= min && repetitive || streak.len() >= 2 * min) {
+        return None;
+    }
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in &stale {
+        if s.category != ActionCategory::Check {
+            if let Some(b) = &s.block {
+                *counts.entry(b.as_str()).or_default() += 1;
+            }
+        }
+    }
+    let block = counts
+        .into_iter()
+        .filter(|(_, n)| *n >= 2)
+        .max_by_key(|(_, n)| *n)
+        .map(|(b, _)| b.to_string());
+    let last = a.last()?;
+    let all_passing = last.view.checks_failing == Some(0) && last.view.checks_passing > Some(0);
+    Some(
+        Found {
+            loop_type: LoopType::NoProgress,
+            confidence: 0.75,
+            description: format!(
+                "the last {} steps only read, searched or checked ({} of them repeated something already seen) with no modification",
+                streak.len(),
+                stale.len()
+            ),
+            evidence: describe_all(streak),
+            suggestions: suggest::read_only(&stale, all_passing),
+            block,
+        }
+        .at(a),
+    )
+}
+
+fn unchanged_verification(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let ctx = &a.ctx;
+    let last = a.last()?;
+    // The stretch since verification last changed (that step included: it may be the
+    // first of the attempts).
+    let span_start = (a.window_start..ctx.len())
+        .rev()
+        .find(|&i| ctx[i].verification_changed)
+        .unwrap_or(a.window_start);
+    let muts: Vec<usize> = (span_start..ctx.len())
+        .filter(|&i| ctx[i].mutated())
+        .collect();
+    let reworks: Vec<usize> = muts
+        .iter()
+        .copied()
+        .filter(|&i| ctx[i].rewrites.iter().any(|&j| j >= span_start))
+        .collect();
+    let first = *muts.first()?;
+    if reworks.len() < MIN_REWORKS || ctx.len() - first < t.no_progress_unchanged.max(2) {
+        return None;
+    }
+    let failing = match last.view.checks_failing {
+        Some(f) => f > 0,
+        None => ctx[span_start..]
+            .iter()
+            .rev()
+            .find(|s| s.category == ActionCategory::Check)
+            .is_some_and(|s| s.verif.is_some()),
+    };
+    if !failing {
+        return None;
+    }
+    let files: BTreeSet<&str> = reworks
+        .iter()
+        .flat_map(|&i| ctx[i].content.iter().map(|(f, _)| f.as_str()))
+        .collect();
+    let failure = ctx[span_start..]
+        .iter()
+        .rev()
+        .find(|s| s.category == ActionCategory::Check && s.verif.is_some())
+        .map(|s| first_line(s.view.error.as_deref().unwrap_or(&s.view.summary)));
+    let files: Vec<&str> = files.into_iter().collect();
+    Some(
+        Found {
+            loop_type: LoopType::NoProgress,
+            confidence: 0.7,
+            description: format!(
+                "{} changes to {} in the last {} steps left verification exactly as it was",
+                muts.len(),
+                files.join(", "),
+                ctx.len() - first
+            ),
+            evidence: describe_all(&ctx[first..]),
+            suggestions: suggest::unchanged(&files, muts.len(), failure.as_deref()),
+            block: None,
+        }
+        .at(a),
+    )
+}

@@ -1,0 +1,431 @@
+//! Semantic signatures of steps and the text normalization behind them.
+//!
+//! Two steps with the same [`ActionSignature`] are "the same move" even when their exact
+//! arguments or error texts differ: `read_file src/a.rs` and `load_context full_file:./src/a.rs`
+//! read the same thing, and `old_text not found in `a.rs`` at line 12 or at line 14 is the
+//! same failure.
+
+use std::fmt;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::StepView;
+use agentforge_core::state::ActionResult;
+
+/// What kind of move an action is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionCategory {
+    /// Changes workspace files (`edit_file`, `write_file`, `replace_lines`, ...).
+    Edit,
+    /// Looks at a file or loads context (`read_file`, `load_context`).
+    Read,
+    /// Runs verification (`run_check`, `run_tests`).
+    Check,
+    /// Searches the workspace.
+    Search,
+    /// Ends or hands over the task (`complete`, `escalate`, `cannot_fix`).
+    Control,
+    /// Anything else, including `invalid_reply`.
+    Other,
+}
+
+impl ActionCategory {
+    /// The category of a tool name.
+    pub fn of(action: &str) -> ActionCategory {
+        match action {
+            "edit_file"
+            | "write_file"
+            | "replace_lines"
+            | "insert_lines"
+            | "create_file"
+            | "delete_file"
+            | "apply_patch"
+            | "extract_function"
+            | "simplify_conditional" => ActionCategory::Edit,
+            "read_file" | "load_context" | "list_files" | "list_dir" => ActionCategory::Read,
+            "run_check" | "run_tests" | "run_conformance_check" => ActionCategory::Check,
+            "search" | "grep" | "find_files" => ActionCategory::Search,
+            "complete" | "escalate" | "cannot_fix" => ActionCategory::Control,
+            _ => ActionCategory::Other,
+        }
+    }
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionCategory::Edit => "edit",
+            ActionCategory::Read => "read",
+            ActionCategory::Check => "check",
+            ActionCategory::Search => "search",
+            ActionCategory::Control => "control",
+            ActionCategory::Other => "other",
+        }
+    }
+}
+
+/// Normalized kind of an error, so that differently worded errors with the same meaning
+/// compare equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    /// A file, path or text to replace does not exist.
+    NotFound,
+    /// The code does not parse.
+    SyntaxError,
+    /// The change broke passing checks and was reverted.
+    TestRegression,
+    /// A command ran out of time.
+    Timeout,
+    /// The host refused the action (guard, blocked action, path not allowed).
+    Refused,
+    /// The model's reply was not a valid tool call.
+    InvalidReply,
+    /// The code does not compile / type-check.
+    CompileError,
+    /// Tests or checks ran and failed.
+    TestFailure,
+    /// None of the above.
+    Other,
+}
+
+impl ErrorCategory {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::NotFound => "not_found",
+            ErrorCategory::SyntaxError => "syntax_error",
+            ErrorCategory::TestRegression => "test_regression",
+            ErrorCategory::Timeout => "timeout",
+            ErrorCategory::Refused => "refused",
+            ErrorCategory::InvalidReply => "invalid_reply",
+            ErrorCategory::CompileError => "compile_error",
+            ErrorCategory::TestFailure => "test_failure",
+            ErrorCategory::Other => "other",
+        }
+    }
+
+    /// Categorizes a failed step from its error text (and, for reverts and refusals,
+    /// its summary, which is where the executor says so).
+    pub fn of(action: &str, result: ActionResult, error: Option<&str>, summary: &str) -> Self {
+        if action == "invalid_reply" {
+            return ErrorCategory::InvalidReply;
+        }
+        let summary_l = summary.to_lowercase();
+        if summary_l.starts_with("reverted") {
+            return ErrorCategory::TestRegression;
+        }
+        if result == ActionResult::Skipped
+            || summary_l.starts_with("refused")
+            || summary_l.contains(" refused:")
+        {
+            return ErrorCategory::Refused;
+        }
+        let text = error.unwrap_or(summary).to_lowercase();
+        let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
+        if has(&["broke tests", "was undone"]) {
+            ErrorCategory::TestRegression
+        } else if has(&[
+            "refused",
+            "is blocked",
+            "blocked since",
+            "permission denied",
+            "not allowed",
+            "operation not permitted",
+        ]) {
+            ErrorCategory::Refused
+        } else if has(&[
+            "timed out",
+            "timeout",
+            "time limit",
+            "has been running for over",
+        ]) {
+            ErrorCategory::Timeout
+        } else if has(&[
+            "no tool call",
+            "not valid json",
+            "unknown tool",
+            "invalid arguments",
+        ]) {
+            ErrorCategory::InvalidReply
+        } else if has(&[
+            "syntaxerror",
+            "syntax error",
+            "invalid syntax",
+            "indentationerror",
+            "unexpected token",
+            "unclosed delimiter",
+            "unterminated",
+            "unexpected eof",
+            "expected one of",
+            "was never closed",
+            "parse error",
+        ]) {
+            ErrorCategory::SyntaxError
+        } else if has(&[
+            "error[e",
+            "could not compile",
+            "cannot find",
+            "mismatched types",
+            "unresolved import",
+            "compilation failed",
+            "build failed",
+            "undefined reference",
+            "error ts",
+        ]) {
+            ErrorCategory::CompileError
+        } else if has(&[
+            "test result: failed",
+            "failed",
+            "failures:",
+            "panicked",
+            "assertion",
+            "assert ",
+            "expect(",
+        ]) {
+            ErrorCategory::TestFailure
+        } else if has(&[
+            "not found",
+            "does not exist",
+            "no such file",
+            "cannot read",
+            "no matches",
+        ]) {
+            ErrorCategory::NotFound
+        } else {
+            ErrorCategory::Other
+        }
+    }
+}
+
+impl fmt::Display for ErrorCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Semantic signature of a step (seed 000 §4.3): what kind of move on what, and how it
+/// ended. Arguments that do not change the move (a `reason`, whitespace, the exact
+/// wording of an error) do not change the signature.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ActionSignature {
+    /// Kind of move.
+    pub category: ActionCategory,
+    /// Normalized target: the file of a file action (also of `load_context full_file:`),
+    /// the check name, the folder a search is limited to.
+    pub target: Option<String>,
+    /// The function/class/item the move is about: from `function_name`-like arguments,
+    /// the definition named in `old_text`, or the identifier a search looks for.
+    pub entity: Option<String>,
+    /// How the step ended.
+    pub outcome: ActionResult,
+    /// Kind of error, for failed and skipped steps.
+    pub error: Option<ErrorCategory>,
+}
+
+impl ActionSignature {
+    /// The signature of a step.
+    pub fn of(s: &StepView) -> Self {
+        let category = ActionCategory::of(&s.action);
+        let target = match category {
+            ActionCategory::Search => param_str(&s.parameters, "path").map(normalize_path),
+            ActionCategory::Read if s.action == "load_context" => s.target.as_deref().map(|t| {
+                t.strip_prefix("full_file:")
+                    .map_or_else(|| t.trim().to_string(), normalize_path)
+            }),
+            _ => s.target.as_deref().map(normalize_path),
+        }
+        .filter(|t| !t.is_empty());
+        let entity = match category {
+            ActionCategory::Search => s.target.as_deref().map(search_term),
+            ActionCategory::Edit => edit_entity(&s.parameters),
+            _ => None,
+        };
+        let error = matches!(s.result, ActionResult::Failure | ActionResult::Skipped)
+            .then(|| ErrorCategory::of(&s.action, s.result, s.error.as_deref(), &s.summary));
+        ActionSignature {
+            category,
+            target,
+            entity,
+            outcome: s.result,
+            error,
+        }
+    }
+
+    /// A compact string form, equal for equal signatures (`edit|src/a.rs|parse|failure|not_found`).
+    pub fn key(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}",
+            self.category.as_str(),
+            self.target.as_deref().unwrap_or(""),
+            self.entity.as_deref().unwrap_or(""),
+            self.outcome,
+            self.error.map_or("", ErrorCategory::as_str)
+        )
+    }
+}
+
+/// The string argument `key`, if present.
+pub(crate) fn param_str<'a>(params: &'a Value, key: &str) -> Option<&'a str> {
+    params.get(key).and_then(Value::as_str)
+}
+
+/// A workspace path in one spelling: no `./`, no `//`, forward slashes, no trailing `/`.
+pub fn normalize_path(p: &str) -> String {
+    let mut s = p.trim().replace('\\', "/");
+    while s.contains("//") {
+        s = s.replace("//", "/");
+    }
+    while let Some(rest) = s.strip_prefix("./") {
+        s = rest.to_string();
+    }
+    s = s.replace("/./", "/");
+    if s.len() > 1 {
+        s = s.trim_end_matches('/').to_string();
+    }
+    s
+}
+
+static DEFINITION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(?:fn|def|class|struct|enum|trait|impl|function|interface|type|mod)\s+([A-Za-z_][A-Za-z0-9_]*)",
+    )
+    .expect("valid regex")
+});
+static IDENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[A-Za-z_][A-Za-z0-9_]*").expect("valid regex"));
+
+/// Keywords that say what kind of item a search looks for, not which one.
+const SEARCH_NOISE: &[&str] = &[
+    "fn", "def", "class", "pub", "struct", "enum", "impl", "let", "async", "function", "const",
+    "static", "self", "mut", "trait", "type", "for", "return", "import", "from", "use",
+];
+
+/// The item a search looks for: its longest identifier that is not a keyword, so that
+/// `parse_date`, `fn parse_date` and `parse_date\(` are the same search.
+pub fn search_term(pattern: &str) -> String {
+    IDENT
+        .find_iter(pattern)
+        .map(|m| m.as_str())
+        .filter(|w| !SEARCH_NOISE.contains(w))
+        .fold(None::<&str>, |best, w| match best {
+            Some(b) if b.len() >= w.len() => Some(b),
+            _ => Some(w),
+        })
+        .unwrap_or(pattern.trim())
+        .to_string()
+}
+
+/// The function/class an edit is about.
+fn edit_entity(params: &Value) -> Option<String> {
+    for key in [
+        "function_name",
+        "source_function",
+        "entity",
+        "symbol",
+        "function",
+    ] {
+        if let Some(v) = param_str(params, key) {
+            return Some(v.trim().to_string());
+        }
+    }
+    // The text being replaced names the location; new text may rename it.
+    let text = param_str(params, "old_text").or_else(|| param_str(params, "new_content"))?;
+    DEFINITION.captures(text).map(|c| c[1].to_string())
+}
+
+/// Arguments that explain a call rather than change it.
+const COMMENTARY_KEYS: &[&str] = &[
+    "reason",
+    "reasoning",
+    "thought",
+    "thoughts",
+    "explanation",
+    "rationale",
+    "why",
+    "note",
+    "notes",
+    "comment",
+    "intent",
+    "plan",
+];
+
+/// Arguments with commentary keys dropped, strings whitespace-collapsed and object keys
+/// sorted: two calls that do the same thing normalize to equal values.
+pub fn normalize_params(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map
+                .keys()
+                .filter(|k| !COMMENTARY_KEYS.contains(&k.to_lowercase().as_str()))
+                .collect();
+            keys.sort();
+            let mut out = Map::new();
+            for k in keys {
+                out.insert(k.clone(), normalize_params(&map[k]));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(normalize_params).collect()),
+        Value::String(s) => Value::String(s.split_whitespace().collect::<Vec<_>>().join(" ")),
+        other => other.clone(),
+    }
+}
+
+static QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"`[^`\n]{0,200}`|"[^"\n]{0,200}"|'[^'\n]{0,200}'"#).expect("valid regex")
+});
+static PATH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:[A-Za-z]:)?[\w.~-]*(?:[/\\][\w.~-]+)+|\b[\w-]+\.(?:rs|py|ts|js|tsx|jsx|go|java|c|h|cpp|hpp|rb|toml|yaml|yml|json|md|txt|csv|cfg|ini|lock)\b")
+        .expect("valid regex")
+});
+static HEX: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{7,}\b").expect("valid regex"));
+// Standalone numbers (with decimals and a short unit: `0.02s`, `120ms`) only: digits
+// inside identifiers (`test_case_2`, `E0308`) name things.
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b\d+(?:\.\d+)*(?:[a-zµ]{1,3})?\b").expect("valid regex"));
+static DURATION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds)\b").expect("valid regex")
+});
+static TIMESTAMP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
+        .expect("valid regex")
+});
+static TMP_PATH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"/tmp/[\w.-]+").expect("valid regex"));
+static SPACES: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid regex"));
+
+/// Longest normalized text kept: enough to tell errors apart, bounded cost to compare.
+const MAX_NORMALIZED: usize = 400;
+
+/// An error text with quotes, paths, hex and numbers replaced by placeholders and
+/// whitespace collapsed: the same failure reported at another line, for another file or
+/// with another value normalizes to the same string.
+pub fn normalize_error(text: &str) -> String {
+    // Only the head matters for the category; bounding it keeps the regexes cheap on
+    // long compiler output.
+    let head: String = text.chars().take(MAX_NORMALIZED * 4).collect();
+    let t = head.to_lowercase();
+    let t = QUOTED.replace_all(&t, "Q");
+    let t = PATH.replace_all(&t, "P");
+    let t = HEX.replace_all(&t, "H");
+    let t = NUMBER.replace_all(&t, "N");
+    let t = SPACES.replace_all(t.trim(), " ");
+    t.chars().take(MAX_NORMALIZED).collect()
+}
+
+/// A tool output with only what changes between identical runs removed (durations,
+/// timestamps, temporary paths, addresses), keeping counts and names: two runs of an
+/// unchanged test suite give the same string, a run with one failure less does not.
+pub fn strip_volatile(text: &str) -> String {
+    let t = TIMESTAMP.replace_all(text, "T");
+    let t = DURATION.replace_all(&t, "D");
+    let t = TMP_PATH.replace_all(&t, "/tmp/X");
+    let t = HEX.replace_all(&t, "H");
+    let t = SPACES.replace_all(t.trim(), " ");
+    t.chars().take(MAX_NORMALIZED * 2).collect()
+}

@@ -1,0 +1,1110 @@
+//! Unit tests: one or more per detector, the legitimate patterns that must not trip it,
+//! signatures and normalization, and property tests.
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use super::*;
+use agentforge_core::state::ActionResult::{self, Failure, Partial, Skipped, Success};
+
+/// Builds trajectories step by step.
+#[derive(Default)]
+struct Traj {
+    steps: Vec<StepView>,
+    checks: Option<(usize, usize)>,
+    /// Tests passed and failed at the last run, reported again by edits (which re-run them).
+    counts: (usize, usize),
+}
+
+impl Traj {
+    fn new() -> Self {
+        Traj::default()
+    }
+
+    fn with_checks(passing: usize, failing: usize) -> Self {
+        Traj {
+            checks: Some((passing, failing)),
+            ..Traj::default()
+        }
+    }
+
+    fn push(
+        &mut self,
+        action: &str,
+        target: Option<&str>,
+        parameters: Value,
+        result: ActionResult,
+        summary: &str,
+        error: Option<&str>,
+    ) -> &mut StepView {
+        self.steps.push(StepView {
+            step: self.steps.len() as u64 + 1,
+            action: action.to_string(),
+            target: target.map(str::to_string),
+            parameters,
+            result,
+            error: error.map(str::to_string),
+            summary: summary.to_string(),
+            file_hashes: BTreeMap::new(),
+            checks_passing: self.checks.map(|c| c.0),
+            checks_failing: self.checks.map(|c| c.1),
+            output_len: None,
+        });
+        self.steps.last_mut().unwrap()
+    }
+
+    fn read(&mut self, path: &str) -> &mut Self {
+        self.push(
+            "read_file",
+            Some(path),
+            json!({ "path": path }),
+            Success,
+            &format!("read {path} (100 lines)"),
+            None,
+        );
+        self
+    }
+
+    fn search(&mut self, pattern: &str) -> &mut Self {
+        self.push(
+            "search",
+            Some(pattern),
+            json!({ "pattern": pattern }),
+            Success,
+            &format!("search /{pattern}/: 2 matches in 1 files"),
+            None,
+        );
+        self
+    }
+
+    /// A successful edit leaving the checks at `checks`.
+    fn edit(
+        &mut self,
+        path: &str,
+        old: &str,
+        new: &str,
+        hash: &str,
+        checks: (usize, usize),
+    ) -> &mut Self {
+        self.checks = Some(checks);
+        if checks.1 == 0 {
+            self.counts = (self.counts.0 + self.counts.1, 0);
+        }
+        let (passed, failed) = self.counts;
+        let summary = format!(
+            "edited {path}: replaced 1 line(s) at line 3 with 1 line(s); checks: tests: tests: {passed} passed, {failed} failed (exit {})",
+            if failed == 0 { 0 } else { 101 }
+        );
+        let s = self.push(
+            "edit_file",
+            Some(path),
+            json!({ "path": path, "old_text": old, "new_text": new }),
+            Success,
+            &summary,
+            None,
+        );
+        s.file_hashes.insert(path.to_string(), hash.to_string());
+        self
+    }
+
+    fn edit_not_found(&mut self, path: &str, old: &str) -> &mut Self {
+        self.push(
+            "edit_file",
+            Some(path),
+            json!({ "path": path, "old_text": old, "new_text": "x" }),
+            Failure,
+            &format!("edit_file failed: old_text not found in `{path}`"),
+            Some(&format!(
+                "old_text was not found in `{path}`; it must match the file exactly, including whitespace."
+            )),
+        );
+        self
+    }
+
+    /// `run_tests` with `failed` failures; `failing_test` names the failing test.
+    fn tests(&mut self, passed: usize, failed: usize, failing_test: &str) -> &mut Self {
+        self.counts = (passed, failed);
+        let summary = format!(
+            "tests: tests: {passed} passed, {failed} failed (exit {})",
+            if failed == 0 { 0 } else { 101 }
+        );
+        let error = (failed > 0).then(|| {
+            format!(
+                "tests: ---- {failing_test} stdout ----\nthread '{failing_test}' panicked at src/lib.rs:40:9:\nassertion `left == right` failed\n\nfailures:\n    {failing_test}\n\ntest result: FAILED. {passed} passed; {failed} failed; finished in 0.0{}s",
+                passed % 10
+            )
+        });
+        self.push(
+            "run_tests",
+            None,
+            json!({}),
+            if failed == 0 { Success } else { Failure },
+            &summary,
+            error.as_deref(),
+        );
+        self
+    }
+
+    fn detector() -> LoopDetector {
+        LoopDetector::default()
+    }
+
+    fn check(&self) -> Option<Detection> {
+        Self::detector().check(&self.steps)
+    }
+
+    fn replay(&self) -> Vec<Detection> {
+        Self::detector().replay(&self.steps)
+    }
+}
+
+fn types(d: &[Detection]) -> Vec<(LoopType, u64)> {
+    d.iter().map(|d| (d.loop_type, d.step)).collect()
+}
+
+// ---------------------------------------------------------------- identical
+
+#[test]
+fn identical_failing_edit_three_times_in_a_row() {
+    let mut t = Traj::with_checks(1, 1);
+    t.read("src/a.rs");
+    for _ in 0..3 {
+        t.edit_not_found("src/a.rs", "fn parse(x: u8) {");
+    }
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::IdenticalAction);
+    assert_eq!(d.step, 4);
+    assert_eq!(d.confidence, 1.0);
+    assert_eq!(d.block.as_deref(), Some("edit_file:src/a.rs"));
+    assert_eq!(d.evidence.len(), 3);
+    assert!(
+        d.suggestions[0].contains("re-read `src/a.rs`"),
+        "{:?}",
+        d.suggestions
+    );
+    assert!(d.suggestions.iter().any(|s| s.contains("replace_lines")));
+}
+
+#[test]
+fn identical_needs_the_threshold() {
+    let mut t = Traj::new();
+    t.edit_not_found("src/a.rs", "x")
+        .edit_not_found("src/a.rs", "x");
+    assert_eq!(t.check(), None);
+}
+
+#[test]
+fn identical_same_error_with_other_arguments_counts() {
+    // Seed 000: same parameters *or* same error.
+    let mut t = Traj::new();
+    t.edit_not_found("src/a.rs", "one")
+        .edit_not_found("src/a.rs", "two")
+        .edit_not_found("src/a.rs", "three");
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::IdenticalAction);
+    assert!(d.description.contains("same error"));
+}
+
+#[test]
+fn identical_test_reruns_suggest_changing_code() {
+    let mut t = Traj::with_checks(0, 1);
+    t.tests(3, 1, "tests::a")
+        .tests(3, 1, "tests::a")
+        .tests(3, 1, "tests::a");
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::IdenticalAction);
+    assert_eq!(d.block.as_deref(), Some("run_tests:"));
+    assert!(d.suggestions[0].contains("without modification"));
+}
+
+#[test]
+fn identical_invalid_replies_are_not_blocked() {
+    let mut t = Traj::new();
+    for said in ["I will fix it", "Here is my plan", "Let me think"] {
+        t.push(
+            "invalid_reply",
+            None,
+            Value::Null,
+            Failure,
+            "invalid model reply",
+            Some(&format!(
+                "your reply had no tool call (it said: \"{said}\"); call exactly one of: read_file"
+            )),
+        );
+    }
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::IdenticalAction);
+    assert_eq!(d.block, None, "invalid replies have no action to block");
+    assert!(d.suggestions[0].contains("exactly one tool call"));
+}
+
+#[test]
+fn identical_ignores_a_polled_command_whose_output_grows() {
+    let mut t = Traj::with_checks(1, 1);
+    for len in [100, 900, 2400] {
+        t.push(
+            "run_check",
+            Some("deploy"),
+            json!({ "name": "deploy" }),
+            Failure,
+            "deploy: failed (exit 1): waiting for rollout",
+            Some("deploy: waiting for rollout to finish"),
+        )
+        .output_len = Some(len);
+    }
+    assert_eq!(t.check(), None);
+}
+
+// ---------------------------------------------------------------- repetition
+
+#[test]
+fn repetition_of_the_same_read_without_change() {
+    let mut t = Traj::with_checks(1, 1);
+    t.read("src/a.rs")
+        .search("parse")
+        .read("src/a.rs")
+        .read("src/b.rs")
+        .read("src/a.rs");
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::Repetition);
+    assert_eq!(d.block.as_deref(), Some("read_file:src/a.rs"));
+    assert!(d.suggestions[0].contains("read `src/a.rs` 3 times"));
+}
+
+#[test]
+fn rereading_after_each_change_is_not_repetition() {
+    let mut t = Traj::with_checks(1, 1);
+    t.read("src/a.rs")
+        .edit("src/a.rs", "a", "b", "h1", (1, 1))
+        .read("src/a.rs")
+        .edit("src/a.rs", "c", "d", "h2", (1, 1))
+        .read("src/a.rs");
+    assert_eq!(t.replay(), vec![]);
+}
+
+#[test]
+fn paging_through_one_file_is_not_repetition() {
+    let mut t = Traj::new();
+    for (s, e) in [(1, 100), (100, 200), (200, 300), (300, 400)] {
+        t.push(
+            "read_file",
+            Some("src/big.rs"),
+            json!({ "path": "src/big.rs", "start_line": s, "end_line": e }),
+            Success,
+            "read src/big.rs lines",
+            None,
+        );
+    }
+    assert_eq!(t.replay(), vec![]);
+}
+
+#[test]
+fn repetition_of_test_runs_between_reads() {
+    let mut t = Traj::with_checks(0, 1);
+    t.tests(5, 1, "t::a")
+        .read("src/a.rs")
+        .tests(5, 1, "t::a")
+        .read("src/b.rs")
+        .tests(5, 1, "t::a");
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::Repetition);
+    assert_eq!(d.step, 5);
+}
+
+// ---------------------------------------------------------------- alternation
+
+#[test]
+fn alternation_of_an_unchanged_write_and_a_failing_test() {
+    // Seed 004 example 2.
+    let mut t = Traj::with_checks(0, 1);
+    let write = |t: &mut Traj, first: bool| {
+        let s = t.push(
+            "write_file",
+            Some("test.py"),
+            json!({ "path": "test.py", "content": "def test(): assert f() == 3\n" }),
+            Success,
+            if first {
+                "overwrote test.py (1 lines, 29 bytes); checks: tests: tests: 3 passed, 1 failed (exit 1)"
+            } else {
+                "write_file: `test.py` already has this content; nothing changed"
+            },
+            None,
+        );
+        if first {
+            s.file_hashes.insert("test.py".into(), "h1".into());
+        }
+    };
+    write(&mut t, true);
+    t.tests(3, 1, "test_f");
+    write(&mut t, false);
+    t.tests(3, 1, "test_f");
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::Alternation);
+    assert_eq!(d.step, 4);
+    // The next step of the cycle is the write; blocking the tests would hide a real fix.
+    assert_eq!(d.block.as_deref(), Some("write_file:test.py"));
+    assert!(d.suggestions.iter().any(|s| s.contains("changes nothing")));
+}
+
+#[test]
+fn edit_test_cycles_with_new_edits_and_shrinking_failures_are_legit() {
+    let mut t = Traj::with_checks(1, 1);
+    t.tests(10, 4, "t::a")
+        .edit("src/a.rs", "a", "b", "h1", (1, 1))
+        .tests(11, 3, "t::b")
+        .edit("src/a.rs", "c", "d", "h2", (1, 1))
+        .tests(12, 2, "t::c")
+        .edit("src/a.rs", "e", "f", "h3", (1, 1))
+        .tests(13, 1, "t::d")
+        .edit("src/a.rs", "g", "h", "h4", (2, 0))
+        .tests(14, 0, "");
+    assert_eq!(t.replay(), vec![]);
+}
+
+// ---------------------------------------------------------------- error cycle
+
+#[test]
+fn error_cycle_between_two_failing_approaches() {
+    let mut t = Traj::with_checks(1, 1);
+    let replace_fail = |t: &mut Traj| {
+        t.push(
+            "replace_lines",
+            Some("src/a.rs"),
+            json!({ "path": "src/a.rs", "start_line": 150, "end_line": 151, "new_content": "x" }),
+            Failure,
+            "replace_lines failed: lines 150-151 are outside `src/a.rs` (143 lines)",
+            Some("`src/a.rs` has 143 lines; start_line and end_line must be between 1 and 143"),
+        );
+    };
+    t.edit_not_found("src/a.rs", "fn a() {");
+    replace_fail(&mut t);
+    t.edit_not_found("src/a.rs", "pub fn a() {");
+    assert_eq!(t.check(), None, "A-B-A is one cycle; the threshold is two");
+    replace_fail(&mut t);
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::ErrorCycle);
+    assert_eq!(d.block.as_deref(), Some("edit_file:src/a.rs"));
+    assert!(d.suggestions[0].contains("Both approaches"));
+}
+
+// ---------------------------------------------------------------- semantic
+
+#[test]
+fn semantic_loop_different_actions_same_error_kind() {
+    let mut t = Traj::new();
+    t.push(
+        "read_file",
+        Some("config/app.toml"),
+        json!({ "path": "config/app.toml" }),
+        Failure,
+        "read_file failed: cannot read `config/app.toml`",
+        Some("`config/app.toml` does not exist. Use search to find the right path."),
+    );
+    t.push(
+        "load_context",
+        Some("full_file:settings.toml"),
+        json!({ "item": "full_file:settings.toml" }),
+        Failure,
+        "could not load full_file:settings.toml",
+        Some("cannot read `settings.toml`: No such file or directory (os error 2)"),
+    );
+    t.push(
+        "search",
+        Some("db_url"),
+        json!({ "pattern": "db_url", "path": "config" }),
+        Failure,
+        "search failed: `config` does not exist",
+        Some("search path `config` does not exist; omit `path` to search the whole workspace"),
+    );
+    t.push(
+        "read_file",
+        Some("app.toml"),
+        json!({ "path": "app.toml" }),
+        Failure,
+        "read_file failed: cannot read `app.toml`",
+        Some("`app.toml` does not exist. Did you mean: `Cargo.toml`?"),
+    );
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::SemanticLoop);
+    assert_eq!(d.block, None);
+    assert!(d.description.contains("not_found"));
+    assert!(d.suggestions[0].contains("does not exist"));
+}
+
+#[test]
+fn failures_of_different_kinds_are_not_a_semantic_loop() {
+    let mut t = Traj::new();
+    t.edit_not_found("src/a.rs", "x");
+    t.tests(3, 1, "t::a");
+    t.push(
+        "run_check",
+        Some("build"),
+        json!({ "name": "build" }),
+        Failure,
+        "build: timed out",
+        Some("`cargo build` timed out after 120s"),
+    );
+    t.read("src/b.rs");
+    assert_eq!(t.check(), None);
+}
+
+// ---------------------------------------------------------------- no progress
+
+#[test]
+fn no_progress_read_only_streak_with_rereads() {
+    let mut t = Traj::with_checks(1, 1);
+    t.edit("src/a.rs", "a", "b", "h1", (1, 1))
+        .tests(5, 1, "t::a")
+        .read("src/a.rs")
+        .search("quote")
+        .read("src/c.rs")
+        .read("src/a.rs");
+    assert_eq!(t.check(), None, "5 steps: below the threshold");
+    t.search("quote");
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::NoProgress);
+    assert!(d
+        .suggestions
+        .iter()
+        .any(|s| s.contains("read_file src/a.rs")));
+}
+
+#[test]
+fn exploring_distinct_files_at_the_start_is_legit() {
+    let mut t = Traj::new();
+    for f in [
+        "README.md",
+        "Cargo.toml",
+        "src/lib.rs",
+        "src/a.rs",
+        "src/b.rs",
+        "src/c.rs",
+    ] {
+        t.read(f);
+    }
+    t.search("fn main");
+    for f in ["src/d.rs", "src/e.rs", "tests/t.rs", "src/f.rs"] {
+        t.read(f);
+    }
+    t.edit("src/a.rs", "a", "b", "h1", (1, 0));
+    assert_eq!(t.replay(), vec![]);
+}
+
+#[test]
+fn no_progress_when_all_checks_pass_suggests_complete() {
+    let mut t = Traj::with_checks(1, 0);
+    t.edit("src/a.rs", "a", "b", "h1", (1, 0))
+        .tests(10, 0, "")
+        .read("src/a.rs")
+        .tests(10, 0, "")
+        .read("src/a.rs")
+        .tests(10, 0, "");
+    let d = t.replay().into_iter().next().expect("detected");
+    assert!(
+        matches!(
+            d.loop_type,
+            LoopType::NoProgress | LoopType::Alternation | LoopType::Repetition
+        ),
+        "{d:?}"
+    );
+    let all = Traj::detector().check(&t.steps).unwrap();
+    if all.loop_type == LoopType::NoProgress {
+        assert!(all.suggestions[0].contains("call complete"));
+    }
+}
+
+#[test]
+fn no_progress_reworking_the_same_code_with_the_same_failure() {
+    let mut t = Traj::with_checks(1, 1);
+    t.tests(30, 1, "test_discount")
+        .edit("src/d.py", "return a * b", "return a + b", "v1", (1, 1))
+        .tests(30, 1, "test_discount")
+        .edit(
+            "src/d.py",
+            "return a + b",
+            "return round(a + b, 2)",
+            "v2",
+            (1, 1),
+        )
+        .tests(30, 1, "test_discount");
+    assert_eq!(t.check(), None);
+    t.edit(
+        "src/d.py",
+        "return round(a + b, 2)",
+        "return min(a + b, 1)",
+        "v3",
+        (1, 1),
+    );
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::NoProgress);
+    assert_eq!(d.confidence, 0.7);
+    assert!(d.suggestions[0].contains("src/d.py"));
+}
+
+#[test]
+fn many_files_changed_while_the_build_stays_red_is_legit() {
+    // A rename across files: each change is new and elsewhere.
+    let mut t = Traj::with_checks(0, 2);
+    for i in 0..8 {
+        t.edit(
+            &format!("src/m{i}.rs"),
+            "Old",
+            "New",
+            &format!("h{i}"),
+            (0, 2),
+        );
+    }
+    assert_eq!(t.replay(), vec![]);
+}
+
+// ---------------------------------------------------------------- oscillation
+
+#[test]
+fn oscillation_of_file_content() {
+    let mut t = Traj::with_checks(1, 1);
+    t.edit("src/r.rs", "a < b", "a <= b", "B", (1, 1))
+        .tests(5, 1, "t::x")
+        .edit("src/r.rs", "a <= b", "a < b", "A", (1, 1))
+        .tests(5, 1, "t::y");
+    assert_eq!(t.check(), None, "one revert is fine");
+    t.edit("src/r.rs", "a < b", "a <= b", "B", (1, 1));
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::Oscillation);
+    assert_eq!(d.block.as_deref(), Some("edit_file:src/r.rs"));
+    assert!(d
+        .evidence
+        .iter()
+        .any(|e| e.contains("back to an earlier version")));
+    assert!(d.suggestions[0].contains("undoing your own changes"));
+}
+
+#[test]
+fn oscillation_of_verification() {
+    let mut t = Traj::with_checks(1, 1);
+    t.tests(40, 1, "test_dmy")
+        .edit("p.py", "d, m", "m, d", "v1", (1, 1))
+        .tests(40, 1, "test_mdy")
+        .edit("p.py", "m, d", "d, m if x else m, d", "v2", (1, 1))
+        .tests(40, 1, "test_dmy")
+        .edit(
+            "p.py",
+            "d, m if x else m, d",
+            "m, d if y else d, m",
+            "v3",
+            (1, 1),
+        )
+        .tests(40, 1, "test_mdy");
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::Oscillation);
+    assert_eq!(d.block, None);
+    assert!(d.evidence.iter().any(|e| e.contains("failure A")));
+}
+
+#[test]
+fn red_green_tdd_is_not_oscillation() {
+    let mut t = Traj::with_checks(1, 0);
+    for i in 0..4 {
+        let n = 10 + i;
+        t.edit(
+            "src/lib.rs",
+            &format!("// test {i}"),
+            &format!("#[test] fn t{i}() {{}}"),
+            &format!("t{i}"),
+            (0, 1),
+        )
+        .tests(n, 1, &format!("tests::t{i}"))
+        .edit(
+            "src/lib.rs",
+            &format!("// impl {i}"),
+            &format!("impl {i}"),
+            &format!("i{i}"),
+            (1, 0),
+        )
+        .tests(n + 1, 0, "");
+    }
+    assert_eq!(t.replay(), vec![]);
+}
+
+// ---------------------------------------------------------------- polling
+
+#[test]
+fn polling_a_growing_check_is_legit() {
+    let mut t = Traj::with_checks(2, 0);
+    t.edit("a.rs", "1", "2", "h", (2, 0));
+    for (i, len) in [500, 1400, 2900, 4100, 6000, 7700, 9900]
+        .into_iter()
+        .enumerate()
+    {
+        t.push(
+            "run_check",
+            Some("e2e"),
+            json!({ "name": "e2e" }),
+            Partial,
+            &format!("e2e: still running after {}s", 30 * (i + 1)),
+            None,
+        )
+        .output_len = Some(len);
+    }
+    assert_eq!(t.replay(), vec![]);
+}
+
+#[test]
+fn polling_without_output_length_counts_a_changing_summary() {
+    let mut t = Traj::with_checks(2, 0);
+    t.edit("a.rs", "1", "2", "h", (2, 0));
+    for done in [5, 11, 19, 24, 30, 37] {
+        t.push(
+            "run_check",
+            Some("bench"),
+            json!({ "name": "bench" }),
+            Partial,
+            &format!("bench: still running after 45s ({done}/50 iterations)"),
+            None,
+        );
+    }
+    assert_eq!(t.replay(), vec![]);
+}
+
+// ---------------------------------------------------------------- replay and priority
+
+#[test]
+fn replay_reports_a_loop_once_until_it_is_broken() {
+    let mut t = Traj::with_checks(1, 1);
+    for _ in 0..6 {
+        t.edit_not_found("src/a.rs", "x");
+    }
+    assert_eq!(types(&t.replay()), vec![(LoopType::IdenticalAction, 3)]);
+    // Progress breaks it; the same loop again is reported again.
+    t.edit("src/a.rs", "y", "z", "h1", (2, 0));
+    for _ in 0..3 {
+        t.edit_not_found("src/a.rs", "x");
+    }
+    assert_eq!(
+        types(&t.replay()),
+        vec![
+            (LoopType::IdenticalAction, 3),
+            (LoopType::IdenticalAction, 10)
+        ]
+    );
+}
+
+#[test]
+fn short_histories_are_never_loops() {
+    let d = LoopDetector::default();
+    assert_eq!(d.check(&[]), None);
+    let mut t = Traj::new();
+    t.edit_not_found("a", "b");
+    assert_eq!(d.check(&t.steps), None);
+    assert_eq!(d.replay(&[]), vec![]);
+}
+
+#[test]
+fn skipped_steps_count_as_failures() {
+    let mut t = Traj::with_checks(0, 1);
+    for summary in ["done", "finished", "all good"] {
+        t.push(
+            "complete",
+            None,
+            json!({ "summary": summary }),
+            Skipped,
+            "refused: complete refused: verification is not passing",
+            Some("complete refused: verification is not passing (failing checks: tests: 3 passed, 1 failed)"),
+        );
+    }
+    let d = t.check().expect("detected");
+    assert_eq!(d.loop_type, LoopType::IdenticalAction);
+    assert_eq!(d.block, None, "complete is never blocked");
+    assert!(d.suggestions[0].contains("complete is refused until verification passes"));
+}
+
+#[test]
+fn thresholds_are_honoured() {
+    let mut t = Traj::new();
+    for _ in 0..3 {
+        t.edit_not_found("src/a.rs", "x");
+    }
+    let strict = LoopDetector::new(LoopThresholds {
+        identical: 4,
+        ..LoopThresholds::default()
+    });
+    assert_ne!(
+        strict.check(&t.steps).map(|d| d.loop_type),
+        Some(LoopType::IdenticalAction)
+    );
+    t.edit_not_found("src/a.rs", "x");
+    assert_eq!(
+        strict.check(&t.steps).map(|d| d.loop_type),
+        Some(LoopType::IdenticalAction)
+    );
+}
+
+// ---------------------------------------------------------------- signatures
+
+#[test]
+fn signature_fields() {
+    let mut t = Traj::new();
+    t.push(
+        "edit_file",
+        Some("./src//lexer.rs"),
+        json!({ "path": "./src//lexer.rs", "old_text": "    pub fn next_token(&mut self) {", "new_text": "" }),
+        Failure,
+        "edit_file failed: old_text not found in `src/lexer.rs`",
+        Some("old_text was not found in `src/lexer.rs`"),
+    );
+    let sig = ActionSignature::of(&t.steps[0]);
+    assert_eq!(sig.category, ActionCategory::Edit);
+    assert_eq!(sig.target.as_deref(), Some("src/lexer.rs"));
+    assert_eq!(sig.entity.as_deref(), Some("next_token"));
+    assert_eq!(sig.error, Some(ErrorCategory::NotFound));
+    assert_eq!(sig.key(), "edit|src/lexer.rs|next_token|failure|not_found");
+}
+
+#[test]
+fn reading_a_file_two_ways_is_the_same_signature() {
+    let mut t = Traj::new();
+    t.read("src/a.rs");
+    t.push(
+        "load_context",
+        Some("full_file:./src/a.rs"),
+        json!({ "item": "full_file:./src/a.rs" }),
+        Success,
+        "loaded",
+        None,
+    );
+    assert_eq!(
+        ActionSignature::of(&t.steps[0]).key(),
+        ActionSignature::of(&t.steps[1]).key()
+    );
+}
+
+#[test]
+fn entities_from_python_and_classes_and_arguments() {
+    let view = |params: Value| StepView {
+        step: 1,
+        action: "edit_file".into(),
+        target: Some("a.py".into()),
+        parameters: params,
+        result: Success,
+        error: None,
+        summary: String::new(),
+        file_hashes: BTreeMap::new(),
+        checks_passing: None,
+        checks_failing: None,
+        output_len: None,
+    };
+    let e = |p| ActionSignature::of(&view(p)).entity;
+    assert_eq!(
+        e(json!({ "old_text": "def parse_date(s):\n    pass" })).as_deref(),
+        Some("parse_date")
+    );
+    assert_eq!(
+        e(json!({ "old_text": "class Invoice(Base):" })).as_deref(),
+        Some("Invoice")
+    );
+    assert_eq!(
+        e(json!({ "function_name": "total" })).as_deref(),
+        Some("total")
+    );
+    assert_eq!(e(json!({ "old_text": "x = 1" })), None);
+}
+
+#[test]
+fn search_variants_are_the_same_search() {
+    assert_eq!(signature::search_term("parse_date"), "parse_date");
+    assert_eq!(signature::search_term("fn parse_date"), "parse_date");
+    assert_eq!(signature::search_term(r"parse_date\("), "parse_date");
+    assert_eq!(signature::search_term("def parse_date"), "parse_date");
+}
+
+#[test]
+fn error_categories_of_real_messages() {
+    let cat = |action: &str, result: ActionResult, error: &str, summary: &str| {
+        ErrorCategory::of(action, result, Some(error), summary)
+    };
+    use ErrorCategory::*;
+    let cases = [
+        (cat("edit_file", Failure, "old_text was not found in `src/a.rs`; it must match", "edit_file failed"), NotFound),
+        (cat("read_file", Failure, "`src/x.rs` does not exist. Did you mean: `src/y.rs`?", ""), NotFound),
+        (cat("load_context", Failure, "cannot read `a.toml`: No such file or directory (os error 2)", ""), NotFound),
+        (cat("run_tests", Failure, "E   SyntaxError: '{' was never closed", ""), SyntaxError),
+        (cat("run_check", Failure, "error: expected one of `.`, `;`, `?`, or an operator, found `}`", ""), SyntaxError),
+        (cat("run_check", Failure, "error[E0308]: mismatched types\n --> src/a.rs:4:5", ""), CompileError),
+        (cat("run_check", Failure, "error: could not compile `x` (lib) due to 2 previous errors", ""), CompileError),
+        (cat("run_tests", Failure, "thread 'a' panicked at src/a.rs:3:5:\nassertion failed", ""), TestFailure),
+        (cat("run_tests", Failure, "FAILED tests/test_a.py::test_x - AssertionError: assert 1 == 2", ""), TestFailure),
+        (cat("run_tests", Failure, "test a has been running for over 60 seconds", ""), Timeout),
+        (cat("run_check", Failure, "`cargo test` timed out after 120s", ""), Timeout),
+        (cat("edit_file", Failure, "tests: 3 passed, 2 failed", "reverted: tests passed before this change and failed after it; the change was undone"), TestRegression),
+        (cat("complete", Skipped, "complete refused: verification is not passing", "refused: complete refused"), Refused),
+        (cat("write_file", Failure, "path escapes the workspace", "write_file refused: path `../x` not allowed"), Refused),
+        (cat("invalid_reply", Failure, "your reply had no tool call", "invalid model reply"), InvalidReply),
+        (cat("replace_lines", Failure, "`a.py` has 98 lines; start_line and end_line must be between 1 and 98", ""), Other),
+    ];
+    for (i, (got, want)) in cases.into_iter().enumerate() {
+        assert_eq!(got, want, "case {i}");
+    }
+}
+
+#[test]
+fn normalized_errors_ignore_lines_paths_quotes_and_numbers() {
+    let a = "thread 'tests::a' panicked at src/ring.rs:111:9:\nassertion `left == right` failed\n  left: 4\nfinished in 0.02s";
+    let b = "thread 'tests::b' panicked at src/other/ring.rs:119:13:\nassertion `left == right` failed\n  left: 17\nfinished in 1.20s";
+    assert_eq!(normalize_error(a), normalize_error(b));
+    assert_ne!(
+        normalize_error(a),
+        normalize_error("error[E0308]: mismatched types")
+    );
+}
+
+#[test]
+fn paths_are_normalized() {
+    assert_eq!(normalize_path("./src//a.rs"), "src/a.rs");
+    assert_eq!(normalize_path("src/./a.rs"), "src/a.rs");
+    assert_eq!(normalize_path("src\\a.rs"), "src/a.rs");
+    assert_eq!(normalize_path("src/"), "src");
+}
+
+// ---------------------------------------------------------------- conversions and output
+
+#[test]
+fn step_view_from_action_record() {
+    let record: ActionRecord = serde_json::from_value(json!({
+        "step": 7, "phase": "implement", "action": "edit_file", "target": "src/a.rs",
+        "parameters": { "path": "src/a.rs", "old_text": "a", "new_text": "b" },
+        "result": "success", "summary": "edited src/a.rs", "error": null,
+        "duration_ms": 12, "timestamp": "2025-01-01T00:00:00Z", "context_tokens": 900,
+        "file_hashes": { "src/a.rs": "abc123" },
+        "state_after": {
+            "task_id": "t1", "task_type": "bugfix", "phase": "implement", "step": 7, "max_steps": 50,
+            "status": "running", "working_memory": "working_memory.yaml",
+            "verification": { "checks": {
+                "tests": { "passing": false, "summary": "3 passed, 1 failed", "is_test": true, "step": 7 },
+                "clippy": { "passing": true, "summary": "ok", "step": 7 }
+            } }
+        }
+    }))
+    .expect("valid record");
+    let v = StepView::from(&record);
+    assert_eq!(v.step, 7);
+    assert_eq!(v.action, "edit_file");
+    assert_eq!(
+        v.file_hashes.get("src/a.rs").map(String::as_str),
+        Some("abc123")
+    );
+    assert_eq!((v.checks_passing, v.checks_failing), (Some(1), Some(1)));
+    assert_eq!(v.output_len, None);
+
+    let mut fresh = record.clone();
+    fresh.state_after.verification.checks.clear();
+    let v = StepView::from(&fresh);
+    assert_eq!((v.checks_passing, v.checks_failing), (None, None));
+}
+
+#[test]
+fn step_view_slim_lines_deserialize_with_defaults() {
+    let v: StepView = serde_json::from_str(
+        r#"{"step":1,"action":"read_file","target":"a","parameters":{"path":"a"},"result":"success","summary":"read a"}"#,
+    )
+    .unwrap();
+    assert!(v.file_hashes.is_empty());
+    assert_eq!(v.checks_passing, None);
+}
+
+#[test]
+fn render_text_lists_everything() {
+    let mut t = Traj::new();
+    for _ in 0..3 {
+        t.edit_not_found("src/a.rs", "x");
+    }
+    let d = t.replay();
+    let text = render_text(&d);
+    assert!(
+        text.starts_with("step 3: identical_action (confidence 1.00)"),
+        "{text}"
+    );
+    assert!(text.contains("evidence:\n    - step 1: edit_file src/a.rs -> failure (not_found)"));
+    assert!(text.contains("suggestions:\n    - The text to replace"));
+    assert!(text.contains("block: edit_file:src/a.rs"));
+    assert_eq!(render_text(&[]), "no loops detected\n");
+}
+
+#[test]
+fn detections_serialize_with_snake_case_types() {
+    let mut t = Traj::new();
+    for _ in 0..3 {
+        t.edit_not_found("src/a.rs", "x");
+    }
+    let d = t.check().unwrap();
+    let v = serde_json::to_value(&d).unwrap();
+    assert_eq!(v["loop_type"], "identical_action");
+    let back: Detection = serde_json::from_value(v).unwrap();
+    assert_eq!(back, d);
+}
+
+#[test]
+fn thresholds_from_toml() {
+    let t: LoopThresholds = toml::from_str("identical = 4\nwindow = 20").unwrap();
+    assert_eq!(t.identical, 4);
+    assert_eq!(t.window, 20);
+    assert_eq!(t.semantic, 4, "missing fields take their default");
+    assert_eq!(LoopThresholds::default().no_progress_reads, 6);
+    assert!(
+        toml::from_str::<LoopThresholds>("identcal = 4").is_err(),
+        "typos are rejected"
+    );
+}
+
+// ---------------------------------------------------------------- properties
+
+/// A step from a small vocabulary, so that random sequences repeat themselves often.
+fn arb_step() -> impl Strategy<Value = StepView> {
+    let actions = prop_oneof![
+        Just("read_file"),
+        Just("edit_file"),
+        Just("write_file"),
+        Just("run_tests"),
+        Just("run_check"),
+        Just("search"),
+        Just("load_context"),
+        Just("complete"),
+        Just("invalid_reply"),
+    ];
+    let results = prop_oneof![Just(Success), Just(Failure), Just(Partial), Just(Skipped)];
+    (
+        actions,
+        0..3usize,
+        results,
+        0..4usize,
+        0..3usize,
+        proptest::option::of(0..3usize),
+        proptest::option::of(0..2000usize),
+    )
+        .prop_map(
+            |(action, target, result, error, hash, failing, output_len)| {
+                let target = format!("src/f{target}.rs");
+                let errors = [
+                    "old_text was not found in `x`",
+                    "tests: FAILED. 3 passed; 1 failed",
+                    "error[E0425]: cannot find value `x`",
+                    "timed out after 30s",
+                ];
+                let mut file_hashes = BTreeMap::new();
+                if result == Success && ["edit_file", "write_file"].contains(&action) {
+                    file_hashes.insert(target.clone(), format!("h{hash}"));
+                }
+                StepView {
+                    step: 0,
+                    action: action.to_string(),
+                    target: Some(target.clone()),
+                    parameters: json!({ "path": target, "old_text": format!("fn f{hash}()") }),
+                    result,
+                    error: (result != Success).then(|| errors[error].to_string()),
+                    summary: format!("tests: {} passed, {} failed", 3, failing.unwrap_or(0)),
+                    file_hashes,
+                    checks_passing: failing.map(|f| 2 - f.min(2)),
+                    checks_failing: failing,
+                    output_len,
+                }
+            },
+        )
+}
+
+fn numbered(mut steps: Vec<StepView>) -> Vec<StepView> {
+    for (i, s) in steps.iter_mut().enumerate() {
+        s.step = i as u64 + 1;
+    }
+    steps
+}
+
+/// Distinct successful changes (new files, new content) with verification never getting
+/// worse, optionally each followed by a run of the tests.
+fn arb_progress() -> impl Strategy<Value = Vec<StepView>> {
+    proptest::collection::vec((0..3usize, any::<bool>(), any::<bool>(), "[a-z ]{0,12}"), 2..30).prop_map(
+        |moves| {
+            let mut t = Traj::with_checks(0, 3);
+            let mut failing = 3usize;
+            for (i, (tool, improve, run_tests, reason)) in moves.into_iter().enumerate() {
+                if improve && failing > 0 {
+                    failing -= 1;
+                }
+                let checks = (3 - failing, failing);
+                let path = format!("src/m{i}.rs");
+                let params = match tool {
+                    0 => json!({ "path": path, "old_text": format!("old {i}"), "new_text": format!("new {i}"), "reason": reason }),
+                    1 => json!({ "path": path, "content": format!("content {i}") }),
+                    _ => json!({ "path": path, "start_line": 1, "end_line": 2, "new_content": format!("line {i}") }),
+                };
+                let action = ["edit_file", "write_file", "replace_lines"][tool];
+                t.checks = Some(checks);
+                let summary = format!("changed {path}; checks: tests: tests: {} passed, {failing} failed (exit 1)", 10 + i);
+                let s = t.push(action, Some(&path), params, Success, &summary, None);
+                s.file_hashes.insert(path.clone(), format!("hash-{i}"));
+                if run_tests {
+                    t.tests(10 + i, failing, &format!("tests::t{failing}"));
+                }
+            }
+            t.steps
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn distinct_successful_changes_never_trip_the_detector(steps in arb_progress()) {
+        let found = LoopDetector::default().replay(&steps);
+        prop_assert!(found.is_empty(), "{}", render_text(&found));
+    }
+
+    #[test]
+    fn replay_is_deterministic_and_consistent_with_check(steps in proptest::collection::vec(arb_step(), 0..40)) {
+        let steps = numbered(steps);
+        let d = LoopDetector::default();
+        let first = d.replay(&steps);
+        prop_assert_eq!(&first, &d.replay(&steps.clone()));
+        for det in &first {
+            let end = det.step as usize;
+            let again = d.check(&steps[..end]);
+            prop_assert_eq!(again.as_ref(), Some(det));
+            prop_assert!((0.0..=1.0).contains(&det.confidence));
+            prop_assert!(!det.suggestions.is_empty());
+            prop_assert!(!det.evidence.is_empty());
+        }
+        // Reported steps increase: one report per loop until it is broken.
+        prop_assert!(first.windows(2).all(|w| w[0].step < w[1].step));
+    }
+
+    #[test]
+    fn signature_ignores_commentary_and_whitespace(
+        step in arb_step(),
+        reason in ".{0,40}",
+        pad in "[ \t\n]{1,4}",
+    ) {
+        let mut noisy = step.clone();
+        if let Value::Object(map) = &mut noisy.parameters {
+            map.insert("reason".into(), Value::String(reason));
+            let old = map["old_text"].as_str().unwrap().replace(' ', &pad);
+            map.insert("old_text".into(), Value::String(format!("{pad}{old}{pad}")));
+        }
+        prop_assert_eq!(ActionSignature::of(&step), ActionSignature::of(&noisy));
+        prop_assert_eq!(normalize_params(&step.parameters), normalize_params(&noisy.parameters));
+    }
+
+    #[test]
+    fn error_category_ignores_lines_paths_and_values(
+        line in 1..5000u32,
+        col in 1..200u32,
+        dir in "[a-z]{1,8}",
+        file in "[a-z_]{1,10}",
+        value in "[a-zA-Z0-9]{1,10}",
+    ) {
+        let a = format!("old_text was not found in `src/{dir}/{file}.rs` at line {line}:{col} ('{value}')");
+        let b = "old_text was not found in `src/lib.rs` at line 1:1 ('x')";
+        prop_assert_eq!(normalize_error(&a), normalize_error(b));
+        prop_assert_eq!(
+            ErrorCategory::of("edit_file", Failure, Some(&a), ""),
+            ErrorCategory::of("edit_file", Failure, Some(b), "")
+        );
+    }
+}

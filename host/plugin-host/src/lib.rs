@@ -1,0 +1,1307 @@
+//! WASM plugins: components built against `wit/plugin.wit`, run sandboxed.
+//!
+//! [`load_dir`] reads every `<dir>/<plugin>/plugin.toml`, compiles (or loads from the
+//! on-disk cache) each component and checks it against its world's contract; a broken
+//! plugin is reported and skipped. Each call runs in a fresh store with memory, fuel and
+//! wall-clock limits and an empty WASI context (no files, environment, arguments or
+//! network); a trap becomes a [`PluginError`] naming the plugin and the cause.
+//!
+//! Using extractor plugins in a run:
+//!
+//! ```no_run
+//! # use std::path::Path;
+//! # use agentforge::extract::Extractors;
+//! let (plugins, errors) = agentforge::plugins::load_dir(
+//!     Path::new("plugins"),
+//!     Path::new(".agentforge/cache/plugins"),
+//! );
+//! for e in &errors {
+//!     eprintln!("warning: plugin skipped: {e}");
+//! }
+//! let mut extractors = Extractors::default();
+//! for p in &plugins {
+//!     if let Some(x) = p.as_extractor() {
+//!         extractors.push(x);
+//!     }
+//! }
+//! ```
+//!
+//! The other kinds: [`LoadedPlugin::as_gate`], [`LoadedPlugin::as_guard`],
+//! [`LoadedPlugin::as_schema`], [`LoadedPlugin::as_tool`]. [`load_dir_with`] passes the
+//! workspace `read-file` is confined to, the project's grants, limit overrides, guards'
+//! `on_error` and plugin config, and the task's declared checks for `run-check`.
+//! [`load_builtin`] loads the built-in plugins embedded in the host, and
+//! [`agentforge_engine::executor::Runtime::load_plugins`] wires all of them into a run.
+
+mod bindings;
+mod capabilities;
+mod kinds;
+mod manifest;
+mod output;
+mod runtime;
+mod task_types;
+mod tools;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::Digest as _;
+
+pub use capabilities::{Capabilities, DeclaredChecks, MAX_READ_BYTES};
+pub use kinds::{action_arguments, WasmGate, WasmGuard};
+pub use manifest::{
+    check_name, ApiVersion, LimitsOverride, Manifest, OnError, PluginKind, ProjectLimits,
+    SUPPORTED_APIS,
+};
+pub use task_types::WasmSchema;
+pub use tools::{ToolInfo, WasmTool};
+
+use agentforge_core::extract::FactExtractor;
+use agentforge_core::gates::Gate;
+use agentforge_core::guards::Guard;
+use agentforge_core::state::{ActionResult, Fact, FactCategory};
+use agentforge_store::tools::Workspace;
+
+use bindings::v0_2::types as wit;
+use bindings::{v0_1, v0_2};
+
+/// Largest total of strings a call may return (facts, a verdict's summary, a guard's
+/// reason). What crosses the boundary is bounded by the memory limit anyway; this cap
+/// makes a flood a named failure instead of a context the host has to cut.
+pub const MAX_RETURN_BYTES: usize = 1 << 20;
+/// Log lines kept per plugin across calls (for `plugins list` and tests).
+const RECENT_LOG_LINES: usize = 200;
+
+/// Limits applied to every call of a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest linear memory, in bytes.
+    pub memory_bytes: usize,
+    /// Fuel per call: a deterministic CPU budget (about one unit per WASM instruction).
+    pub fuel: u64,
+    /// Wall-clock deadline per call (rounded up to the epoch tick, 5 ms).
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    /// 64 MiB, 2·10⁹ fuel (about a second of pure computation), 2 s.
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 64 << 20,
+            fuel: 2_000_000_000,
+            deadline: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The most any configuration can set, the project's included: limits are bounds, and
+/// a bound that configuration can lift without end is none.
+pub const HARD_LIMITS: Limits = Limits {
+    memory_bytes: 4096 << 20,
+    fuel: 1_000_000_000_000,
+    deadline: Duration::from_secs(600),
+};
+
+impl Limits {
+    /// Each limit the smaller of the two.
+    pub fn min(self, other: Limits) -> Limits {
+        Limits {
+            memory_bytes: self.memory_bytes.min(other.memory_bytes),
+            fuel: self.fuel.min(other.fuel),
+            deadline: self.deadline.min(other.deadline),
+        }
+    }
+
+    /// The limits of a plugin's calls: the defaults, then what its manifest asks for (a
+    /// folder plugin's capped at the project's ceilings), then the project's own limits
+    /// for it, all within [`HARD_LIMITS`]. Returns the notes on what was capped.
+    pub fn resolve(
+        manifest: &LimitsOverride,
+        project: &ProjectLimits,
+        name: &str,
+        trusted: bool,
+    ) -> (Limits, Vec<String>) {
+        let mut notes = Vec::new();
+        let mut asked = manifest.clone();
+        if !trusted {
+            let c = &project.ceiling;
+            for (key, want, max) in [
+                ("memory_mib", &mut asked.memory_mib, c.memory_mib),
+                ("fuel", &mut asked.fuel, c.fuel),
+                ("deadline_ms", &mut asked.deadline_ms, c.deadline_ms),
+            ] {
+                if let (Some(w), Some(m)) = (*want, max) {
+                    if w > m {
+                        notes.push(format!(
+                            "host: the manifest asks for `{key} = {w}`; capped at the project's ceiling {m} (agentforge.toml `[plugins.limits] {key}`, or `[plugins.limits.{name}]` for this plugin)"
+                        ));
+                        *want = Some(m);
+                    }
+                }
+            }
+        }
+        let limits = Limits::default()
+            .with(&asked)
+            .with(&project.for_plugin(name));
+        let bounded = limits.min(HARD_LIMITS);
+        if bounded != limits {
+            notes.push(format!(
+                "host: limits capped at the host's maximum ({} MiB, {} fuel, {:?})",
+                HARD_LIMITS.memory_bytes >> 20,
+                HARD_LIMITS.fuel,
+                HARD_LIMITS.deadline
+            ));
+        }
+        (bounded, notes)
+    }
+
+    /// These limits with a manifest's `[limits]` overrides applied.
+    pub fn with(self, o: &LimitsOverride) -> Limits {
+        Limits {
+            memory_bytes: o.memory_mib.map_or(self.memory_bytes, |m| {
+                usize::try_from(m.min(1 << 20)).unwrap_or(usize::MAX) << 20
+            }),
+            fuel: o.fuel.unwrap_or(self.fuel),
+            deadline: o.deadline_ms.map_or(self.deadline, Duration::from_millis),
+        }
+    }
+}
+
+/// Why a plugin could not be loaded; each names the plugin (or its manifest file).
+#[derive(Debug, thiserror::Error)]
+pub enum PluginLoadError {
+    /// A file could not be read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// `plugin.toml` is not valid TOML or has the wrong shape.
+    #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    BadManifest {
+        /// The manifest.
+        path: PathBuf,
+        /// 1-based line of the error, when known.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// `kind` is not one this host runs.
+    #[error(
+        "plugin `{plugin}`: unknown kind `{kind}` (this host runs: {})",
+        PluginKind::NAMES
+    )]
+    UnknownKind {
+        /// Plugin name.
+        plugin: String,
+        /// The kind as written.
+        kind: String,
+    },
+    /// Built against an API version this host does not support.
+    #[error("plugin `{plugin}` is built against API {api}; this host supports {supported}")]
+    ApiMismatch {
+        /// Plugin name.
+        plugin: String,
+        /// The manifest's `api`.
+        api: String,
+        /// Supported versions.
+        supported: String,
+    },
+    /// The manifest requests a capability the host cannot grant (an unknown kind of
+    /// capability, a bad glob).
+    #[error(
+        "plugin `{plugin}` requests capability `{capability}`, which cannot be granted: {message}"
+    )]
+    Capability {
+        /// Plugin name.
+        plugin: String,
+        /// The capability as requested.
+        capability: String,
+        /// Why.
+        message: String,
+    },
+    /// The component file named by the manifest does not exist.
+    #[error("plugin `{plugin}`: component file {path} is missing")]
+    MissingComponent {
+        /// Plugin name.
+        plugin: String,
+        /// The expected file.
+        path: PathBuf,
+    },
+    /// The file is not a component wasmtime can compile.
+    #[error("plugin `{plugin}`: {path} is not a valid component: {message}")]
+    Compile {
+        /// Plugin name.
+        plugin: String,
+        /// The component file.
+        path: PathBuf,
+        /// Compiler message.
+        message: String,
+    },
+    /// Imports or exports do not match the world of the declared kind and API.
+    #[error("plugin `{plugin}` does not match the `{kind}` contract of API {api}: {message}")]
+    ContractMismatch {
+        /// Plugin name.
+        plugin: String,
+        /// Declared kind.
+        kind: PluginKind,
+        /// Declared API version.
+        api: String,
+        /// What does not match.
+        message: String,
+    },
+    /// Two plugins in the loaded folders have the same name.
+    #[error("two plugins are named `{plugin}`: {first} and {second}")]
+    Duplicate {
+        /// The name.
+        plugin: String,
+        /// Folder of the one kept.
+        first: PathBuf,
+        /// Folder of the one skipped.
+        second: PathBuf,
+    },
+    /// What the plugin describes about itself does not hold (a schema's phase graph, a
+    /// tool's name or argument schema, two plugins claiming one task type or tool).
+    #[error("plugin `{plugin}`: {message}")]
+    Invalid {
+        /// Plugin name.
+        plugin: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// Its first call (`handles`, `checks`, `describe`) failed.
+    #[error("{0}")]
+    Call(#[from] PluginError),
+}
+
+/// A failed plugin call: which plugin, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin `{plugin}`: {cause}")]
+pub struct PluginError {
+    /// Plugin name.
+    pub plugin: String,
+    /// The cause.
+    pub cause: PluginFailure,
+    /// What the guest wrote to stderr during the call.
+    pub stderr: String,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PluginFailure {
+    /// Used up its fuel (CPU budget).
+    #[error("out of fuel ({fuel} units)")]
+    OutOfFuel {
+        /// The budget.
+        fuel: u64,
+    },
+    /// Ran past its wall-clock deadline.
+    #[error("deadline of {deadline:?} exceeded")]
+    Deadline {
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// Tried to grow its memory past the limit.
+    #[error("memory limit of {limit} bytes (asked for {requested})")]
+    MemoryLimit {
+        /// The limit.
+        limit: usize,
+        /// Size the memory would have grown to.
+        requested: usize,
+    },
+    /// The guest panicked.
+    #[error("panicked at {message}")]
+    Panic {
+        /// Location and message, from the guest's stderr.
+        message: String,
+    },
+    /// Values crossing the boundary did not fit the contract.
+    #[error("contract mismatch: {message}")]
+    ContractMismatch {
+        /// What did not fit.
+        message: String,
+    },
+    /// Recursed too deep: the call stack is exhausted.
+    #[error("stack overflow (call stack exhausted, e.g. by deep recursion)")]
+    StackOverflow,
+    /// Wrote or returned more than the host accepts.
+    #[error("output too large: {what} of at least {size} bytes, beyond the cap of {limit}")]
+    OutputTooLarge {
+        /// What was too large (`stdout/stderr`, `returned facts`, ...).
+        what: &'static str,
+        /// The cap, in bytes.
+        limit: usize,
+        /// The size reached, in bytes.
+        size: usize,
+    },
+    /// Called `exit` (WASI `exit`, `std::process::exit`): the call ends without a result.
+    #[error("exited with code {code} instead of returning a result")]
+    Exit {
+        /// The exit code.
+        code: i32,
+    },
+    /// Any other trap (out-of-bounds access, unreachable...).
+    #[error("trapped: {message}")]
+    Trap {
+        /// The trap.
+        message: String,
+    },
+}
+
+/// A loaded plugin: its manifest and its pre-instantiated component.
+pub struct LoadedPlugin {
+    /// What the host changed of the manifest's requests (limits capped at the project's
+    /// ceilings, `reuse_instance` not granted), for the caller to show where the plugin
+    /// is used.
+    pub notes: Vec<String>,
+    /// The parsed manifest.
+    pub manifest: Manifest,
+    /// The plugin folder.
+    pub dir: PathBuf,
+    /// The limits of its calls (defaults, then the manifest's, then the project's overrides).
+    pub limits: Limits,
+    /// Capabilities usable by the plugin: requested by the manifest and granted by the
+    /// project (as requested and granted globs; the host checks both on each access).
+    pub granted: Capabilities,
+    /// Whether loading compiled the component (false: deserialized from the cache).
+    pub compiled: bool,
+    /// Time to load it (read, compile or deserialize, link, first `handles` call).
+    pub load_time: Duration,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.manifest.name)
+            .field("dir", &self.dir)
+            .field("compiled", &self.compiled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoadedPlugin {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    /// The kind the plugin was loaded as.
+    pub fn kind(&self) -> PluginKind {
+        self.inner.pre.kind()
+    }
+
+    /// The plugin as an extractor for [`agentforge_core::extract::Extractors::push`], if it is one.
+    pub fn as_extractor(&self) -> Option<Box<dyn FactExtractor>> {
+        Some(Box::new(self.wasm_extractor()?))
+    }
+
+    /// The plugin as a [`WasmExtractor`] (typed errors via [`WasmExtractor::try_extract`]).
+    pub fn wasm_extractor(&self) -> Option<WasmExtractor> {
+        (self.kind() == PluginKind::Extractor).then(|| WasmExtractor {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// The plugin as the run's quality gate (`Runtime::gate`), if it is a gate.
+    pub fn as_gate(&self) -> Option<Box<dyn Gate>> {
+        Some(Box::new(self.wasm_gate()?))
+    }
+
+    /// The plugin as a [`WasmGate`] (typed errors via [`WasmGate::try_evaluate`]).
+    pub fn wasm_gate(&self) -> Option<WasmGate> {
+        (self.kind() == PluginKind::Gate).then(|| WasmGate::new(self.inner.clone()))
+    }
+
+    /// The plugin as a guard for [`agentforge_core::guards::Guards::push`], if it is one.
+    pub fn as_guard(&self) -> Option<Box<dyn Guard>> {
+        Some(Box::new(self.wasm_guard()?))
+    }
+
+    /// The plugin as a [`WasmGuard`] (typed errors via [`WasmGuard::try_check`]).
+    pub fn wasm_guard(&self) -> Option<WasmGuard> {
+        (self.kind() == PluginKind::Guard).then(|| WasmGuard::new(self.inner.clone()))
+    }
+
+    /// The plugin as a task type for [`agentforge_context::schemas::SchemaRegistry::register`], if it
+    /// is a context schema.
+    pub fn as_schema(&self) -> Option<WasmSchema> {
+        let info = self.inner.schema.clone()?;
+        Some(WasmSchema::new(self.inner.clone(), info))
+    }
+
+    /// The plugin as an action for the model, if it is a tool.
+    pub fn as_tool(&self) -> Option<WasmTool> {
+        let info = self.inner.tool.clone()?;
+        Some(WasmTool::new(self.inner.clone(), info))
+    }
+
+    /// Whether `other` is the same plugin: the same manifest and the same component
+    /// bytes (a copy of a built-in in a plugin folder, say).
+    pub fn is_copy_of(&self, other: &LoadedPlugin) -> bool {
+        self.manifest == other.manifest && self.inner.digest == other.inner.digest
+    }
+
+    /// Whether it is one of the host's built-in plugins ([`load_builtin`]).
+    pub fn is_builtin(&self) -> bool {
+        self.inner.builtin
+    }
+
+    /// The API version the plugin was built against, as the host dispatches on it.
+    pub fn api(&self) -> ApiVersion {
+        self.inner.pre.api()
+    }
+
+    /// What the plugin names: the tools an extractor handles, the checks a gate judges,
+    /// a schema's task type, a tool's action name.
+    pub fn claims(&self) -> Vec<String> {
+        if let Some(s) = &self.inner.schema {
+            return vec![s.name.clone()];
+        }
+        if let Some(t) = &self.inner.tool {
+            return vec![t.name.clone()];
+        }
+        self.inner.handles.clone()
+    }
+
+    /// The latest lines of the plugin's log (its `log` calls and the host's notes, such
+    /// as refused capabilities), oldest first.
+    pub fn recent_log(&self) -> Vec<String> {
+        self.inner.recent_log()
+    }
+}
+
+/// What loading needs from the project: the workspace `read-file` is confined to, the
+/// `[plugins]` config (grants, limit overrides, guards' `on_error`, plugin config) and
+/// the task's declared checks (for `run-check`).
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// The workspace; without one no file is readable whatever is granted.
+    pub workspace: Option<Workspace>,
+    /// The project's `[plugins]` table.
+    pub config: PluginsConfig,
+    /// The checks `run-check` may run, set when a task is opened.
+    pub checks: DeclaredChecks,
+}
+
+impl LoadOptions {
+    /// Options for a run in `workspace` with the project's `[plugins]` config.
+    pub fn new(workspace: &Workspace, config: &PluginsConfig) -> LoadOptions {
+        LoadOptions {
+            workspace: Some(workspace.clone()),
+            config: config.clone(),
+            checks: DeclaredChecks::default(),
+        }
+    }
+}
+
+/// Loads every plugin folder (a sub-folder with a `plugin.toml`) of `dir`, in name order,
+/// caching compiled components in `cache` (created if needed). Folders without a
+/// `plugin.toml` are not plugins and are ignored; a broken plugin is returned as an error
+/// and skipped. No workspace and no grants: see [`load_dir_with`].
+pub fn load_dir(dir: &Path, cache: &Path) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    load_dir_with(dir, cache, &LoadOptions::default())
+}
+
+/// [`load_dir`] with the project's workspace and `[plugins]` config.
+pub fn load_dir_with(
+    dir: &Path,
+    cache: &Path,
+    opts: &LoadOptions,
+) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    let mut plugins: Vec<LoadedPlugin> = Vec::new();
+    let mut errors = Vec::new();
+    let mut folders: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("plugin.toml").is_file())
+            .collect(),
+        Err(e) => {
+            errors.push(PluginLoadError::Io {
+                path: dir.to_path_buf(),
+                message: e.to_string(),
+            });
+            return (plugins, errors);
+        }
+    };
+    folders.sort();
+    for loaded in in_parallel(&folders, |folder| load_plugin_with(folder, cache, opts)) {
+        match loaded {
+            Ok(p) => match plugins.iter().find(|q| q.name() == p.name()) {
+                Some(q) => errors.push(PluginLoadError::Duplicate {
+                    plugin: p.name().to_string(),
+                    first: q.dir.clone(),
+                    second: p.dir,
+                }),
+                None => plugins.push(p),
+            },
+            Err(e) => errors.push(e),
+        }
+    }
+    (plugins, errors)
+}
+
+/// All of `path` if it is a regular file of at most `cap` bytes: the host's one bounded
+/// read ([`agentforge_store::tools::read_regular_file`]), for a plugin folder's manifest and
+/// component (a FIFO or a device is never read, a file past the cap never loaded whole).
+fn read_whole(path: &Path, cap: u64) -> Result<Vec<u8>, agentforge_store::tools::ReadError> {
+    agentforge_store::tools::read_regular_file(path, cap)?.complete()
+}
+
+/// The `plugin.toml` of `folder` as a TOML table, read leniently (no validation) for
+/// listings; `None` when it is not a small regular file of valid TOML.
+pub fn manifest_table(folder: &Path) -> Option<toml::Table> {
+    let bytes = read_whole(&folder.join("plugin.toml"), manifest::MAX_MANIFEST_BYTES).ok()?;
+    toml::from_str(std::str::from_utf8(&bytes).ok()?).ok()
+}
+
+/// Loads one plugin folder (no workspace, no grants: see [`load_plugin_with`]).
+pub fn load_plugin(folder: &Path, cache: &Path) -> Result<LoadedPlugin, PluginLoadError> {
+    load_plugin_with(folder, cache, &LoadOptions::default())
+}
+
+/// Loads one plugin folder with the project's workspace and `[plugins]` config.
+pub fn load_plugin_with(
+    folder: &Path,
+    cache: &Path,
+    opts: &LoadOptions,
+) -> Result<LoadedPlugin, PluginLoadError> {
+    let started = Instant::now();
+    let manifest = Manifest::load(folder)?;
+    let path = manifest.component_path(folder)?;
+    let wasm =
+        read_whole(&path, manifest::MAX_COMPONENT_BYTES).map_err(|e| PluginLoadError::Io {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    // Checked before the compiler sees it: its error would quote the file's first bytes.
+    if !wasm.starts_with(b"\0asm") {
+        return Err(PluginLoadError::Compile {
+            plugin: manifest.name.clone(),
+            path,
+            message:
+                "not a WebAssembly file (no `\\0asm` header); build the plugin for wasm32-wasip2"
+                    .to_string(),
+        });
+    }
+    load_parts(folder, manifest, &wasm, &path, cache, opts, started)
+}
+
+/// `[plugins]`: folders, and what the project allows each plugin (by name).
+///
+/// ```toml
+/// [plugins]
+/// dirs = ["plugins"]
+/// replace = ["gate-tests-pass"]       # built-in guards/gates a folder plugin may replace
+/// reuse_instance = ["extract-mytool"] # may keep one instance between calls
+/// [plugins.grants.lint-context]       # capabilities granted; the plugin gets those it
+/// read = ["src/**/*.rs"]              # also requests in its plugin.toml
+/// checks = ["tests"]                  # run-check: declared checks it may run
+/// [plugins.limits]                    # ceilings for what a manifest's [limits] may ask
+/// memory_mib = 256                    # (defaults: 256 MiB, 2·10¹⁰ fuel, 10 000 ms)
+/// [plugins.limits.gate-command]       # the project's own limits for one plugin
+/// fuel = 100000000
+/// [plugins.on_error]                  # guards: what a failed call decides
+/// guard-tested-evidence = "allow"     # default "deny" (fail closed)
+/// [plugins.config.gate-tests-pass]    # the plugin's config(), over its manifest's [config]
+/// checks = ["tests", "integration"]
+/// ```
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginsConfig {
+    /// Plugin folders.
+    pub dirs: Vec<PathBuf>,
+    /// Capabilities granted per plugin name.
+    pub grants: std::collections::BTreeMap<String, Capabilities>,
+    /// Ceilings for the limits a manifest may request, and the project's limits per
+    /// plugin name (`memory_mib`, `fuel`, `deadline_ms`).
+    pub limits: ProjectLimits,
+    /// Guards' failure effect per plugin name (`deny` or `allow`), over the manifest's.
+    pub on_error: std::collections::BTreeMap<String, OnError>,
+    /// Configuration per plugin name, over the keys of the manifest's `[config]`.
+    pub config: std::collections::BTreeMap<String, toml::Table>,
+    /// Built-in guards and gates that folder plugins may replace (by the built-in's
+    /// name): a folder plugin of that name, or a folder gate taking over checks the
+    /// built-in judges. Anything else that would replace one is refused.
+    pub replace: Vec<String>,
+    /// Folder plugins allowed to keep one instance between calls when their manifest
+    /// asks (`reuse_instance = true`); others get a fresh instance per call.
+    pub reuse_instance: Vec<String>,
+}
+
+/// Loads the built-in plugins `builtins` (folder name, `plugin.toml`, component: as
+/// `agentforge-builtins` embeds them; compiled components are cached in `cache`). They are trusted: each keeps its instance between calls. `dir` of each is
+/// `builtin:<folder>`.
+pub fn load_builtin(
+    builtins: &[(&str, &str, &[u8])],
+    cache: &Path,
+    opts: &LoadOptions,
+) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    let mut plugins = Vec::new();
+    let mut errors = Vec::new();
+    let load = |(folder, manifest, wasm): &(&str, &str, &[u8])| {
+        let started = Instant::now();
+        let dir = PathBuf::from(format!("builtin:{folder}"));
+        Manifest::parse(manifest, &dir.join("plugin.toml")).and_then(|mut m| {
+            // Trusted, so extractors and task types keep their instance (compiled
+            // regexes); gates and guards still get a fresh store per call.
+            let kind = m.kind()?;
+            m.reuse_instance = matches!(kind, PluginKind::Extractor | PluginKind::ContextSchema);
+            let path = dir.join(&m.component);
+            load_parts(&dir, m, wasm, &path, cache, opts, started)
+        })
+    };
+    for loaded in in_parallel(builtins, load) {
+        match loaded {
+            Ok(p) => plugins.push(p),
+            Err(e) => errors.push(e),
+        }
+    }
+    (plugins, errors)
+}
+
+/// Which folder plugins may take the place of built-in guards and gates: a guard or
+/// gate named like a built-in one, or a gate that takes over checks a built-in gate
+/// names (its exact check names, or `*`), needs the built-in's name in the project's
+/// `[plugins] replace`. Without it the folder plugin is not loaded: a plugin dropped in
+/// a folder must not silently disable a safety check (a completion guard, the tests
+/// gate). Returns the plugins kept and the errors for those refused; each replacement
+/// granted is announced on stderr, at every run.
+pub fn replacements(
+    builtin: &[LoadedPlugin],
+    folder: Vec<LoadedPlugin>,
+    allowed: &[String],
+) -> (Vec<LoadedPlugin>, Vec<String>) {
+    let guarded = |p: &LoadedPlugin| matches!(p.kind(), PluginKind::Guard | PluginKind::Gate);
+    let mut kept = Vec::new();
+    let mut refused = Vec::new();
+    for p in folder {
+        // A folder holding a copy of a built-in (the bundled `plugins/` folder) replaces
+        // nothing: the built-in stays.
+        if builtin.iter().any(|b| b.is_copy_of(&p)) {
+            continue;
+        }
+        let mut replaced: Vec<&LoadedPlugin> = builtin
+            .iter()
+            .filter(|b| guarded(b) && b.name() == p.name())
+            .collect();
+        if p.kind() == PluginKind::Gate {
+            let claims = p.claims();
+            replaced.extend(builtin.iter().filter(|b| {
+                b.kind() == PluginKind::Gate
+                    && b.name() != p.name()
+                    && b.claims().iter().any(|c| claims.contains(c))
+            }));
+        }
+        let missing: Vec<&str> = replaced
+            .iter()
+            .map(|b| b.name())
+            .filter(|n| !allowed.iter().any(|a| a == n))
+            .collect();
+        if missing.is_empty() {
+            for b in &replaced {
+                eprintln!(
+                    "note: plugin `{}` ({}) replaces built-in {} `{}` (agentforge.toml `[plugins] replace`)",
+                    p.name(),
+                    p.dir.display(),
+                    b.kind(),
+                    b.name()
+                );
+            }
+            kept.push(p);
+        } else {
+            let list = missing
+                .iter()
+                .map(|n| format!("\"{n}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            refused.push(format!(
+                "plugin `{}` ({}) not loaded: it would replace built-in {} {list}; a built-in guard or gate is replaced only when the project says so: add `replace = [{list}]` to `[plugins]` in agentforge.toml",
+                p.name(),
+                p.dir.display(),
+                if p.kind() == PluginKind::Guard { "guard" } else { "gate" },
+            ));
+        }
+    }
+    (kept, refused)
+}
+
+/// `f` over `items` on up to one thread per core (loading is mostly compiling or
+/// deserializing code, which parallelizes), results in the order of `items`.
+fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if workers <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Where compiled components are cached by default: `$AGENTFORGE_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/agentforge/plugins`, else `$HOME/.cache/agentforge/plugins` (absolute
+/// paths only), else a per-user folder in the temporary folder. Entries are keyed by
+/// content and engine, so one cache serves every project and version; a folder that is
+/// not this user's alone is not used (see the runtime).
+pub fn default_cache_dir() -> PathBuf {
+    let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(d) = absolute(std::env::var_os("AGENTFORGE_CACHE_DIR")) {
+        return d;
+    }
+    absolute(std::env::var_os("XDG_CACHE_HOME"))
+        .or_else(|| absolute(std::env::var_os("HOME")).map(|h| h.join(".cache")))
+        .map(|base| base.join("agentforge/plugins"))
+        .unwrap_or_else(|| {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::geteuid() };
+            std::env::temp_dir().join(format!("agentforge-{uid}/plugins"))
+        })
+}
+
+/// Loads a plugin from its parsed manifest and component bytes.
+fn load_parts(
+    folder: &Path,
+    manifest: Manifest,
+    wasm: &[u8],
+    path: &Path,
+    cache: &Path,
+    opts: &LoadOptions,
+    started: Instant,
+) -> Result<LoadedPlugin, PluginLoadError> {
+    let kind = manifest.kind()?;
+    let path = path.to_path_buf();
+    let (component, compiled) =
+        runtime::load_component(wasm, cache).map_err(|e| PluginLoadError::Compile {
+            plugin: manifest.name.clone(),
+            path: path.clone(),
+            message: format!("{e:#}"),
+        })?;
+    let mismatch = |e: anyhow::Error| PluginLoadError::ContractMismatch {
+        plugin: manifest.name.clone(),
+        kind,
+        api: manifest.api.clone(),
+        message: format!("{e:#}"),
+    };
+    // Linking checks the imports (a component built against another API version imports
+    // `agentforge:plugin/host@<that version>`, which this host does not define); the
+    // typed pre-instance checks the exports against the world of the declared kind.
+    let pre = runtime::runtime()
+        .linker
+        .instantiate_pre(&component)
+        .map_err(mismatch)?;
+    let api = ApiVersion::of(&manifest.api).ok_or_else(|| PluginLoadError::ApiMismatch {
+        plugin: manifest.name.clone(),
+        api: manifest.api.clone(),
+        supported: SUPPORTED_APIS.join(", "),
+    })?;
+    let pre = match (api, kind) {
+        (ApiVersion::V0_2, PluginKind::Extractor) => {
+            Pre::Extractor(v0_2::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_2, PluginKind::Gate) => {
+            Pre::Gate(v0_2::gate::GatePre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_2, PluginKind::Guard) => {
+            Pre::Guard(v0_2::guard::GuardPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_2, PluginKind::ContextSchema) => {
+            Pre::Schema(v0_2::schema::ContextSchemaPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_2, PluginKind::Tool) => {
+            Pre::Tool(v0_2::tool::ToolPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::Extractor) => {
+            Pre::ExtractorV0_1(v0_1::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::Gate) => {
+            Pre::GateV0_1(v0_1::gate::GatePre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::Guard) => {
+            Pre::GuardV0_1(v0_1::guard::GuardPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_1, PluginKind::ContextSchema | PluginKind::Tool) => {
+            return Err(mismatch(anyhow::anyhow!(
+                "API 0.1.0 has no `{kind}` world (it came in 0.2.0); build the plugin against 0.2.0"
+            )))
+        }
+    };
+    let name = manifest.name.clone();
+    let cfg = &opts.config;
+    let builtin = folder.to_string_lossy().starts_with("builtin:");
+    let (limits, mut notes) = Limits::resolve(&manifest.limits, &cfg.limits, &name, builtin);
+    // Keeping an instance lets one call's leftovers reach the next: the project decides.
+    let reuse = manifest.reuse_instance && (builtin || cfg.reuse_instance.contains(&name));
+    if manifest.reuse_instance && !reuse {
+        notes.push(format!(
+            "host: `reuse_instance` not granted; a fresh instance per call (the project grants it in agentforge.toml `[plugins] reuse_instance = [\"{name}\"]`)"
+        ));
+    }
+    let grant = cfg.grants.get(&name).cloned().unwrap_or_default();
+    let granted_globs = grant.read.clone();
+    let read = if manifest.capabilities.read.is_empty() {
+        None
+    } else {
+        let access = capabilities::ReadAccess::new(
+            &name,
+            opts.workspace.clone(),
+            &manifest.capabilities.read,
+            &granted_globs,
+        )
+        .map_err(|(pattern, message)| PluginLoadError::Capability {
+            plugin: name.clone(),
+            capability: format!("read = \"{pattern}\" (granted in agentforge.toml)"),
+            message,
+        })?;
+        Some(Arc::new(access))
+    };
+    let checks = (!manifest.capabilities.checks.is_empty()).then(|| {
+        Arc::new(capabilities::CheckAccess {
+            plugin: name.clone(),
+            workspace: opts.workspace.clone(),
+            requested: manifest.capabilities.checks.clone(),
+            granted: grant.checks.clone(),
+            declared: opts.checks.clone(),
+        })
+    });
+    let granted = Capabilities {
+        read: manifest
+            .capabilities
+            .read
+            .iter()
+            .filter(|_| !granted_globs.is_empty())
+            .cloned()
+            .collect(),
+        // Names both sides allow: a requested `*` is narrowed to the granted names.
+        checks: manifest
+            .capabilities
+            .checks
+            .iter()
+            .flat_map(|c| {
+                if c == "*" {
+                    grant.checks.clone()
+                } else if grant.checks.iter().any(|g| g == "*" || g == c) {
+                    vec![c.clone()]
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect(),
+    };
+    let mut config = manifest.config.clone();
+    if let Some(over) = cfg.config.get(&name) {
+        config.extend(over.clone());
+    }
+    let config = serde_json::to_string(&config).map_err(|e| PluginLoadError::BadManifest {
+        path: folder.join("plugin.toml"),
+        line: None,
+        message: format!("[config] cannot be passed to the plugin as JSON: {e}"),
+    })?;
+    let on_error = cfg
+        .on_error
+        .get(&name)
+        .copied()
+        .or(manifest.on_error)
+        .unwrap_or_default();
+    let mut inner = Inner {
+        name,
+        digest: sha2::Sha256::digest(wasm).into(),
+        limits,
+        access: Arc::new(runtime::Access {
+            read,
+            checks,
+            config,
+        }),
+        pre,
+        handles: Vec::new(),
+        schema: None,
+        tool: None,
+        builtin,
+        warm: reuse.then(|| Mutex::new(None)),
+        on_error,
+        log: Mutex::new(VecDeque::new()),
+    };
+    // Ask once what the plugin names (tools, checks, a task type, an action), and check
+    // it: a bad description is a load error, not a surprise in the middle of a run.
+    match kind {
+        PluginKind::Extractor => {
+            inner.handles = inner.call(|x, s| match x {
+                Instance::Extractor(x) => x.call_handles(s),
+                Instance::ExtractorV0_1(x) => x.call_handles(s),
+                _ => Err(wrong_instance()),
+            })?;
+        }
+        PluginKind::Gate => {
+            inner.handles = match inner.pre {
+                // 0.1.0 gates judged every check.
+                Pre::GateV0_1(_) => vec!["*".to_string()],
+                _ => inner.call(|x, s| match x {
+                    Instance::Gate(g) => g.call_checks(s),
+                    _ => Err(wrong_instance()),
+                })?,
+            };
+        }
+        PluginKind::ContextSchema => {
+            inner.schema = Some(task_types::describe(&inner, manifest.input_schema_json())?)
+        }
+        PluginKind::Tool => inner.tool = Some(tools::describe(&inner)?),
+        PluginKind::Guard => {}
+    }
+    Ok(LoadedPlugin {
+        notes,
+        manifest,
+        dir: folder.to_path_buf(),
+        limits,
+        granted,
+        compiled,
+        load_time: started.elapsed(),
+        inner: Arc::new(inner),
+    })
+}
+
+/// A plugin's pre-instantiated component, typed by its world and API version.
+enum Pre {
+    Extractor(v0_2::extractor::ExtractorPre<runtime::CallState>),
+    Gate(v0_2::gate::GatePre<runtime::CallState>),
+    Guard(v0_2::guard::GuardPre<runtime::CallState>),
+    Schema(v0_2::schema::ContextSchemaPre<runtime::CallState>),
+    Tool(v0_2::tool::ToolPre<runtime::CallState>),
+    ExtractorV0_1(v0_1::extractor::ExtractorPre<runtime::CallState>),
+    GateV0_1(v0_1::gate::GatePre<runtime::CallState>),
+    GuardV0_1(v0_1::guard::GuardPre<runtime::CallState>),
+}
+
+/// An instance of one of the worlds.
+enum Instance {
+    Extractor(v0_2::extractor::Extractor),
+    Gate(v0_2::gate::Gate),
+    Guard(v0_2::guard::Guard),
+    Schema(v0_2::schema::ContextSchema),
+    Tool(v0_2::tool::Tool),
+    ExtractorV0_1(v0_1::extractor::Extractor),
+    GateV0_1(v0_1::gate::Gate),
+    GuardV0_1(v0_1::guard::Guard),
+}
+
+impl Pre {
+    fn kind(&self) -> PluginKind {
+        match self {
+            Pre::Extractor(_) | Pre::ExtractorV0_1(_) => PluginKind::Extractor,
+            Pre::Gate(_) | Pre::GateV0_1(_) => PluginKind::Gate,
+            Pre::Guard(_) | Pre::GuardV0_1(_) => PluginKind::Guard,
+            Pre::Schema(_) => PluginKind::ContextSchema,
+            Pre::Tool(_) => PluginKind::Tool,
+        }
+    }
+
+    fn api(&self) -> ApiVersion {
+        match self {
+            Pre::ExtractorV0_1(_) | Pre::GateV0_1(_) | Pre::GuardV0_1(_) => ApiVersion::V0_1,
+            _ => ApiVersion::V0_2,
+        }
+    }
+
+    fn instantiate(
+        &self,
+        store: &mut wasmtime::Store<runtime::CallState>,
+    ) -> wasmtime::Result<Instance> {
+        Ok(match self {
+            Pre::Extractor(p) => Instance::Extractor(p.instantiate(store)?),
+            Pre::Gate(p) => Instance::Gate(p.instantiate(store)?),
+            Pre::Guard(p) => Instance::Guard(p.instantiate(store)?),
+            Pre::Schema(p) => Instance::Schema(p.instantiate(store)?),
+            Pre::Tool(p) => Instance::Tool(p.instantiate(store)?),
+            Pre::ExtractorV0_1(p) => Instance::ExtractorV0_1(p.instantiate(store)?),
+            Pre::GateV0_1(p) => Instance::GateV0_1(p.instantiate(store)?),
+            Pre::GuardV0_1(p) => Instance::GuardV0_1(p.instantiate(store)?),
+        })
+    }
+}
+
+/// The error of a call routed to an instance of another world: cannot happen (the
+/// wrappers are only handed out for their kind), but is an error rather than a panic.
+fn wrong_instance() -> anyhow::Error {
+    anyhow::anyhow!("host bug: plugin called through the wrong world")
+}
+
+struct Inner {
+    name: String,
+    /// SHA-256 of the component's bytes.
+    digest: [u8; 32],
+    limits: Limits,
+    /// What the plugin may do through the host, and its config.
+    access: Arc<runtime::Access>,
+    pre: Pre,
+    /// Tool names from `handles()` (extractors) or check names from `checks()` (gates),
+    /// asked once at load.
+    handles: Vec<String>,
+    /// A context schema's description, asked and validated at load.
+    schema: Option<task_types::SchemaInfo>,
+    /// A tool's description, asked and validated at load.
+    tool: Option<ToolInfo>,
+    /// Embedded in the host (`load_builtin`) rather than loaded from a folder.
+    builtin: bool,
+    /// The kept instance, for a plugin whose manifest sets `reuse_instance`.
+    warm: Option<Mutex<Option<Warm>>>,
+    /// What a failed guard call decides.
+    on_error: OnError,
+    /// The latest log lines, across calls.
+    log: Mutex<VecDeque<String>>,
+}
+
+/// An instance kept between calls, with its store and output pipe.
+struct Warm {
+    store: wasmtime::Store<runtime::CallState>,
+    stderr: output::CappedPipe,
+    instance: Instance,
+}
+
+impl Inner {
+    /// Prints the call's log lines and keeps them in the plugin's recent log.
+    fn keep_log(&self, lines: &[String]) {
+        if lines.is_empty() {
+            return;
+        }
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        for line in lines {
+            eprintln!("plugin {}: {line}", self.name);
+            if log.len() == RECENT_LOG_LINES {
+                log.pop_front();
+            }
+            log.push_back(line.clone());
+        }
+    }
+
+    fn recent_log(&self) -> Vec<String> {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.iter().cloned().collect()
+    }
+
+    /// Runs `f` against a fresh instance in a fresh, limited store (or the kept one), on
+    /// a plugin thread outside any async runtime (see [`runtime::off_runtime`]).
+    fn call<R: Send>(
+        &self,
+        f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>
+            + Send,
+    ) -> Result<R, PluginError> {
+        runtime::off_runtime(|| self.call_here(f))
+    }
+
+    /// [`Inner::call`] on the current thread.
+    fn call_here<R>(
+        &self,
+        f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        if let Some(warm) = &self.warm {
+            return self.call_warm(warm, f);
+        }
+        let (mut store, stderr) = runtime::new_store(&self.limits, self.access.clone());
+        let result = self
+            .pre
+            .instantiate(&mut store)
+            .and_then(|x| f(&x, &mut store));
+        self.keep_log(&store.data().logs);
+        result.map_err(|e| runtime::failure(&self.name, &self.limits, &store, &stderr, e))
+    }
+
+    /// Like [`Inner::call`] on the kept instance (created on first use). A failed call
+    /// discards it: a trapped instance may not be entered again, and its state is suspect.
+    fn call_warm<R>(
+        &self,
+        warm: &Mutex<Option<Warm>>,
+        f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        let mut slot = warm.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = match slot.take() {
+            Some(mut w) => {
+                runtime::arm(&mut w.store, &self.limits);
+                w.stderr.clear();
+                w
+            }
+            None => {
+                let (mut store, stderr) = runtime::new_store(&self.limits, self.access.clone());
+                let instance = self
+                    .pre
+                    .instantiate(&mut store)
+                    .map_err(|e| runtime::failure(&self.name, &self.limits, &store, &stderr, e))?;
+                Warm {
+                    store,
+                    stderr,
+                    instance,
+                }
+            }
+        };
+        let result = f(&w.instance, &mut w.store);
+        self.keep_log(&w.store.data().logs);
+        match result {
+            Ok(r) => {
+                *slot = Some(w);
+                Ok(r)
+            }
+            Err(e) => Err(runtime::failure(
+                &self.name,
+                &self.limits,
+                &w.store,
+                &w.stderr,
+                e,
+            )),
+        }
+    }
+}
+
+/// An extractor plugin behind the host's [`FactExtractor`] trait.
+///
+/// On any failure it returns no facts (so the host falls back to its generic fact) and
+/// reports the error on stderr; [`WasmExtractor::try_extract`] returns the error instead.
+#[derive(Clone)]
+pub struct WasmExtractor {
+    inner: Arc<Inner>,
+}
+
+impl WasmExtractor {
+    /// Whether the plugin reads `tool`'s output (its `handles()` lists it or `*`).
+    pub fn handles(&self, tool: &str) -> bool {
+        self.inner.handles.iter().any(|h| h == "*" || h == tool)
+    }
+
+    /// The plugin's facts, or why the call failed.
+    pub fn try_extract(
+        &self,
+        tool: &str,
+        output: &str,
+        result: ActionResult,
+        step: u64,
+    ) -> Result<Vec<Fact>, PluginError> {
+        let r = match result {
+            ActionResult::Success => wit::ActionResult::Success,
+            ActionResult::Failure => wit::ActionResult::Failure,
+            ActionResult::Partial => wit::ActionResult::Partial,
+            ActionResult::Skipped => wit::ActionResult::Skipped,
+        };
+        let facts = self.inner.call(|x, s| {
+            let facts = match x {
+                Instance::Extractor(x) => x.call_extract(&mut *s, tool, output, r, step)?,
+                Instance::ExtractorV0_1(x) => x
+                    .call_extract(&mut *s, tool, output, kinds::result_to_v0_1(r), step)?
+                    .into_iter()
+                    .map(kinds::fact_from_v0_1)
+                    .collect(),
+                _ => return Err(wrong_instance()),
+            };
+            let size = facts
+                .iter()
+                .map(|f| f.statement.len() + f.source.len())
+                .sum();
+            output::check_returned("returned facts", size, MAX_RETURN_BYTES)?;
+            Ok(facts)
+        })?;
+        Ok(facts
+            .into_iter()
+            .map(|f| Fact {
+                id: String::new(),
+                category: category_from_wit(f.category),
+                // The context is budgeted: a plugin cannot flood it with one fact.
+                statement: cut(&f.statement, 300),
+                confidence: if f.confidence.is_finite() {
+                    f.confidence.clamp(0.0, 1.0)
+                } else {
+                    0.0
+                },
+                source: if f.source.is_empty() {
+                    tool.to_string()
+                } else {
+                    cut(&f.source, 200)
+                },
+                step,
+                supersedes: None,
+            })
+            .collect())
+    }
+}
+
+impl FactExtractor for WasmExtractor {
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn names(&self, tool: &str) -> bool {
+        self.inner.handles.iter().any(|h| h == tool)
+    }
+
+    fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {
+        if !self.handles(tool) {
+            return Vec::new();
+        }
+        match self.try_extract(tool, output, result, step) {
+            Ok(facts) => facts,
+            Err(e) => {
+                eprintln!("warning: {e}; falling back to the generic fact");
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// `s` made one clean line ([`agentforge_core::sanitize::line`]), trimmed and cut to `max`
+/// characters: what a plugin says (a fact, a summary, a reason, a log line) reaches a
+/// terminal, a log and the model's context.
+fn cut(s: &str, max: usize) -> String {
+    let s = agentforge_core::sanitize::line(s);
+    let s = s.trim();
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+/// The host's category of a plugin's fact.
+fn category_from_wit(c: wit::FactCategory) -> FactCategory {
+    match c {
+        wit::FactCategory::CodeStructure => FactCategory::CodeStructure,
+        wit::FactCategory::Inference => FactCategory::Inference,
+        wit::FactCategory::Pattern => FactCategory::Pattern,
+        wit::FactCategory::Verification => FactCategory::Verification,
+        wit::FactCategory::Error => FactCategory::Error,
+    }
+}
+
+/// A host fact as the plugin sees it.
+fn fact_to_wit(f: &Fact) -> wit::Fact {
+    wit::Fact {
+        category: match f.category {
+            FactCategory::CodeStructure => wit::FactCategory::CodeStructure,
+            FactCategory::Inference => wit::FactCategory::Inference,
+            FactCategory::Pattern => wit::FactCategory::Pattern,
+            FactCategory::Verification => wit::FactCategory::Verification,
+            FactCategory::Error => wit::FactCategory::Error,
+        },
+        statement: f.statement.clone(),
+        confidence: f.confidence,
+        source: f.source.clone(),
+    }
+}

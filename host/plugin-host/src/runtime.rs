@@ -1,0 +1,570 @@
+//! The sandbox: one engine, the on-disk compile cache, and a fresh limited store per call.
+
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::{IoView, WasiCtx, WasiCtxBuilder, WasiView};
+
+use super::bindings::{v0_1, v0_2};
+use super::capabilities::{CheckAccess, ReadAccess};
+use super::output::{CapExceeded, CappedPipe};
+use super::{Limits, PluginError, PluginFailure};
+
+/// How often the epoch ticks; deadlines are rounded up to it.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// Guest stdout + stderr allowed per call (plenty for a panic message and a backtrace
+/// line or two); writing more fails the call with [`PluginFailure::OutputTooLarge`].
+pub(crate) const STDERR_CAP: usize = 64 * 1024;
+/// Log lines kept per call, and their length.
+const MAX_LOG_LINES: usize = 100;
+const MAX_LOG_LINE: usize = 1000;
+
+/// The process-wide engine and linker: compiled code is only shareable within one engine,
+/// and one ticker thread serves every deadline.
+pub(crate) struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<CallState>,
+}
+
+/// The runtime, created on first use (with its epoch ticker thread).
+pub(crate) fn runtime() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true);
+        let engine = Engine::new(&config).expect("the plugin engine's configuration is valid");
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("plugin-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .expect("spawn the plugin epoch thread");
+        let mut linker = Linker::new(&engine);
+        // All of WASI p2 is linked, but each store's context is empty: no preopened
+        // directories, environment, arguments or sockets, so nothing ambient is reachable.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("link WASI");
+        bounded_clock_waits(&mut linker).expect("link the bounded clock waits");
+        // The `host` interface of every supported API version: a plugin imports the one
+        // it was built against.
+        v0_2::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .expect("link host 0.2");
+        v0_1::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .expect("link host 0.1");
+        Runtime { engine, linker }
+    })
+}
+
+/// Runs `f` where WASI's synchronous bindings may block: on a plugin thread when the
+/// caller is inside a Tokio runtime (the executor always is), else right here.
+///
+/// The bindings wait for guest I/O (stdout, stderr, clock waits, polls, socket calls) by
+/// blocking on a runtime of their own, and Tokio panics when a runtime is entered from
+/// inside another ("Cannot start a runtime from within a runtime"): one print by a
+/// plugin would bring the host down. The calling thread waits for the result.
+pub(crate) fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
+            .thread_name(|i| format!("plugin-call-{i}"))
+            // Guest code runs on this stack (wasmtime bounds its use to `max_wasm_stack`,
+            // 512 KiB); host functions and compiled trampolines need room beyond it.
+            .stack_size(8 << 20)
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(f),
+        // No pool (threads could not be spawned): a scoped thread per call.
+        None => std::thread::scope(|s| {
+            s.spawn(f)
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }),
+    }
+}
+
+/// Replaces WASI's monotonic-clock subscriptions with ones that end at the call's
+/// deadline: the deadline is enforced at epoch ticks, which only happen while guest code
+/// runs, so an unbounded wait in the host (a guest's `sleep`) would outlive it. A clamped
+/// wait returns at the deadline and the next tick traps the call.
+fn bounded_clock_waits(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::Host as Clock;
+    use wasmtime_wasi::p2::{DynPollable, IoImpl, WasiImpl};
+
+    /// The wait in nanoseconds, cut to what is left of the call's deadline (+1 ms).
+    fn clamp(state: &CallState, nanos: u64) -> u64 {
+        let left = state.deadline_at.saturating_duration_since(Instant::now());
+        let left = (left + Duration::from_millis(1)).as_nanos();
+        nanos.min(u64::try_from(left).unwrap_or(u64::MAX))
+    }
+
+    linker.allow_shadowing(true);
+    // Shadowing replaces the whole instance: every function of the interface is defined
+    // again here, or a plugin that reads the clock could not be linked.
+    let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.3")?;
+    clock.func_wrap(
+        "now",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> anyhow::Result<(u64,)> {
+            Ok((WasiImpl(IoImpl(store.data_mut())).now()?,))
+        },
+    )?;
+    clock.func_wrap(
+        "resolution",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> anyhow::Result<(u64,)> {
+            Ok((WasiImpl(IoImpl(store.data_mut())).resolution()?,))
+        },
+    )?;
+    clock.func_wrap(
+        "subscribe-duration",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>,
+         (nanos,): (u64,)|
+         -> anyhow::Result<(Resource<DynPollable>,)> {
+            let state = store.data_mut();
+            let nanos = clamp(state, nanos);
+            Ok((WasiImpl(IoImpl(state)).subscribe_duration(nanos)?,))
+        },
+    )?;
+    clock.func_wrap(
+        "subscribe-instant",
+        |mut store: wasmtime::StoreContextMut<'_, CallState>,
+         (when,): (u64,)|
+         -> anyhow::Result<(Resource<DynPollable>,)> {
+            let state = store.data_mut();
+            let now = WasiImpl(IoImpl(&mut *state)).now()?;
+            let nanos = clamp(state, when.saturating_sub(now));
+            Ok((WasiImpl(IoImpl(state)).subscribe_duration(nanos)?,))
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// The store's data for one call.
+pub(crate) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+    /// Lines the plugin logged through the `host` interface, and the host's notes about
+    /// the call (refused capabilities).
+    pub(crate) logs: Vec<String>,
+    /// What the plugin may call on the host (`read-file`, `run-check`) and its config.
+    access: Arc<Access>,
+    /// When the call's wall-clock deadline passes; pushed back by the time the host
+    /// spends running a check for the plugin.
+    deadline_at: Instant,
+    /// `run-check` calls made in this call (bounded by [`MAX_CHECK_RUNS`]).
+    checks_run: u32,
+}
+
+/// Most `run-check` calls in one plugin call: the time of a check does not count against
+/// the plugin's deadline, so the number of checks it may start is bounded instead.
+pub(crate) const MAX_CHECK_RUNS: u32 = 8;
+
+/// A plugin's host-side grants and configuration, shared by all its calls.
+#[derive(Default)]
+pub(crate) struct Access {
+    /// What `read-file` may read; `None`: the plugin has no `read` capability.
+    pub(crate) read: Option<Arc<ReadAccess>>,
+    /// Which checks `run-check` may run; `None`: no `checks` capability.
+    pub(crate) checks: Option<Arc<CheckAccess>>,
+    /// The `config()` answer: a JSON object.
+    pub(crate) config: String,
+}
+
+impl IoView for CallState {
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> &mut WasiCtx {
+        &mut self.wasi
+    }
+}
+
+// The `types` interfaces have no functions; their host traits are empty.
+impl v0_2::types::Host for CallState {}
+impl v0_1::types::Host for CallState {}
+
+impl CallState {
+    fn push_log(&mut self, line: String) {
+        if self.logs.len() < MAX_LOG_LINES {
+            // One line, no escapes: it is printed on the user's terminal.
+            self.logs.push(super::cut(
+                &agentforge_core::sanitize::line(&line),
+                MAX_LOG_LINE,
+            ));
+        }
+    }
+}
+
+impl CallState {
+    fn log_line(&mut self, level: &str, message: &str) {
+        self.push_log(format!("{level}: {message}"));
+    }
+
+    fn read(&mut self, path: &str) -> Result<String, String> {
+        let result = match &self.access.read {
+            Some(access) => access.read(path),
+            None => Err(format!(
+                "read-file `{path}` refused: the plugin has no `read` capability (request it in plugin.toml `[capabilities] read = [...]`; the project grants it in agentforge.toml `[plugins.grants.<name>] read = [...]`)"
+            )),
+        };
+        // The plugin sees the error; the host's log keeps it too, so a refused read is
+        // visible even when the plugin swallows the error.
+        if let Err(e) = &result {
+            self.push_log(format!("host: {e}"));
+        }
+        result
+    }
+}
+
+impl v0_2::host::Host for CallState {
+    fn log(&mut self, level: v0_2::host::LogLevel, message: String) {
+        use v0_2::host::LogLevel as L;
+        let level = match level {
+            L::Debug => "debug",
+            L::Info => "info",
+            L::Warn => "warn",
+            L::Error => "error",
+        };
+        self.log_line(level, &message);
+    }
+
+    fn config(&mut self) -> String {
+        self.access.config.clone()
+    }
+
+    fn read_file(&mut self, path: String) -> Result<String, String> {
+        self.read(&path)
+    }
+
+    fn run_check(&mut self, name: String) -> Result<v0_2::types::CheckRun, String> {
+        if self.checks_run >= MAX_CHECK_RUNS {
+            let e = format!(
+                "run-check `{name}` refused: a call may run at most {MAX_CHECK_RUNS} checks"
+            );
+            self.push_log(format!("host: {e}"));
+            return Err(e);
+        }
+        self.checks_run += 1;
+        let started = Instant::now();
+        let result = match &self.access.checks {
+            Some(access) => access.run(&name),
+            None => Err(format!(
+                "run-check `{name}` refused: the plugin has no `checks` capability (request it in plugin.toml `[capabilities] checks = [...]`; the project grants it in agentforge.toml `[plugins.grants.<name>] checks = [...]`)"
+            )),
+        };
+        // The command's time is the host's, not the plugin's: the deadline moves with it.
+        self.deadline_at += started.elapsed();
+        match result {
+            Ok(out) => {
+                self.push_log(format!(
+                    "host: ran check `{name}` ({})",
+                    match out.exit_code {
+                        Some(c) => format!("exit {c}"),
+                        None => "killed".to_string(),
+                    }
+                ));
+                Ok(v0_2::types::CheckRun {
+                    check: name,
+                    exit_code: if out.timed_out { None } else { out.exit_code },
+                    timed_out: out.timed_out,
+                    output: out.output,
+                })
+            }
+            Err(e) => {
+                self.push_log(format!("host: {e}"));
+                Err(e)
+            }
+        }
+    }
+}
+
+impl v0_1::host::Host for CallState {
+    fn log(&mut self, level: v0_1::host::LogLevel, message: String) {
+        use v0_1::host::LogLevel as L;
+        let level = match level {
+            L::Debug => "debug",
+            L::Info => "info",
+            L::Warn => "warn",
+            L::Error => "error",
+        };
+        self.log_line(level, &message);
+    }
+
+    fn read_file(&mut self, path: String) -> Result<String, String> {
+        self.read(&path)
+    }
+}
+
+/// Memory limit that remembers refusing, so a trap after a failed allocation is reported
+/// as the memory limit rather than as whatever the guest did next (usually an abort).
+struct Limiter {
+    max_memory: usize,
+    refused: Option<usize>,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> anyhow::Result<bool> {
+        if desired > self.max_memory {
+            self.refused = Some(desired);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> anyhow::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A store with `limits` applied and its output pipe (guest stdout and stderr).
+pub(crate) fn new_store(limits: &Limits, access: Arc<Access>) -> (Store<CallState>, CappedPipe) {
+    let rt = runtime();
+    let stderr = CappedPipe::new(STDERR_CAP);
+    let wasi = WasiCtxBuilder::new()
+        .stdout(stderr.clone())
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let mut store = Store::new(
+        &rt.engine,
+        CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                max_memory: limits.memory_bytes,
+                refused: None,
+            },
+            logs: Vec::new(),
+            access,
+            deadline_at: Instant::now(),
+            checks_run: 0,
+        },
+    );
+    store.limiter(|s| &mut s.limiter);
+    // Checked at every epoch tick: the deadline is an instant (not a tick count) so that
+    // time the host spends on the plugin's behalf (`run-check`) can be given back.
+    store.epoch_deadline_callback(|ctx| {
+        if Instant::now() >= ctx.data().deadline_at {
+            Err(Trap::Interrupt.into())
+        } else {
+            Ok(UpdateDeadline::Continue(1))
+        }
+    });
+    arm(&mut store, limits);
+    (store, stderr)
+}
+
+/// Gives a store a full call's budget: fuel, deadline, and a clean limiter and log (a
+/// reused store is re-armed before every call).
+pub(crate) fn arm(store: &mut Store<CallState>, limits: &Limits) {
+    store
+        .set_fuel(limits.fuel)
+        .expect("fuel is enabled on the engine");
+    store.set_epoch_deadline(1);
+    store.data_mut().deadline_at = Instant::now() + limits.deadline;
+    store.data_mut().checks_run = 0;
+    store.data_mut().limiter.refused = None;
+    store.data_mut().logs.clear();
+}
+
+/// Turns a failed call into the typed cause, reading the store's limiter and the guest's
+/// stderr (for a panic's message).
+pub(crate) fn failure(
+    plugin: &str,
+    limits: &Limits,
+    store: &Store<CallState>,
+    stderr: &CappedPipe,
+    err: anyhow::Error,
+) -> PluginError {
+    let stderr =
+        agentforge_core::sanitize::text(&String::from_utf8_lossy(&stderr.contents())).into_owned();
+    let cause = if let Some(cap) = err.downcast_ref::<CapExceeded>() {
+        PluginFailure::OutputTooLarge {
+            what: cap.what,
+            limit: cap.limit,
+            size: cap.size,
+        }
+    } else if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        // `std::process::exit` in the guest ends the call, never the host.
+        PluginFailure::Exit { code: exit.0 }
+    } else if let Some(requested) = store.data().limiter.refused {
+        PluginFailure::MemoryLimit {
+            limit: limits.memory_bytes,
+            requested,
+        }
+    } else {
+        match err.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => PluginFailure::OutOfFuel { fuel: limits.fuel },
+            Some(Trap::Interrupt) => PluginFailure::Deadline {
+                deadline: limits.deadline,
+            },
+            // Deep (or endless) recursion exhausts wasmtime's native stack before the
+            // guest's own shadow stack in linear memory.
+            Some(Trap::StackOverflow) => PluginFailure::StackOverflow,
+            Some(trap) => match panic_message(&stderr) {
+                Some(message) => PluginFailure::Panic { message },
+                None => PluginFailure::Trap {
+                    message: trap.to_string(),
+                },
+            },
+            // Not a trap: the values crossing the boundary did not fit the contract
+            // (bad UTF-8, an out-of-range enum, a missing export...).
+            None => PluginFailure::ContractMismatch {
+                message: format!("{err:#}"),
+            },
+        }
+    };
+    PluginError {
+        plugin: plugin.to_string(),
+        cause,
+        stderr,
+    }
+}
+
+/// The message of a Rust panic printed by the guest: `thread '…' panicked at file:line:col:`
+/// followed by the message lines.
+fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.find("panicked at ")? + "panicked at ".len();
+    let rest = &stderr[start..];
+    let (location, message) = rest.split_once('\n').unwrap_or((rest, ""));
+    let message: Vec<&str> = message
+        .lines()
+        .take_while(|l| !l.starts_with("note: "))
+        .collect();
+    let message = format!(
+        "{}: {}",
+        location.trim_end_matches(':').trim(),
+        message.join(" ").trim()
+    );
+    Some(super::cut(&message, 1000))
+}
+
+/// A compiled component, from the cache or freshly compiled (then written to the cache).
+/// Returns whether it was compiled.
+pub(crate) fn load_component(
+    wasm: &[u8],
+    cache: &Path,
+) -> Result<(Arc<Component>, bool), anyhow::Error> {
+    let engine = &runtime().engine;
+    // Keyed by the content and by everything in the engine that affects compiled code
+    // (wasmtime version, target, settings), so a stale entry is never deserialized.
+    let mut compat = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut compat);
+    let digest = Sha256::digest(wasm);
+    let key: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let path = cache.join(format!("{key}-{:016x}.cwasm", compat.finish()));
+    // Entries are native code: only a folder this user owns and nobody else can write
+    // is used at all (a planted entry would run inside the host).
+    if !private_folder(cache) {
+        return Ok((Arc::new(Component::new(engine, wasm)?), true));
+    }
+    // Read into memory rather than `deserialize_file` (mmap): another process rewriting
+    // or truncating a mapped entry would crash this one with SIGBUS.
+    if let Ok(bytes) = std::fs::read(&path) {
+        // SAFETY: the cache folder is the host's own; entries are written below by this
+        // engine from `Component::serialize` and named by the compatibility hash, and
+        // wasmtime checks the header (version, target, settings) before using one.
+        match unsafe { Component::deserialize(engine, &bytes) } {
+            Ok(c) => return Ok((Arc::new(c), false)),
+            // A truncated or foreign file: recompile and overwrite it.
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let component = Component::new(engine, wasm)?;
+    // The cache is an optimisation: failing to write it only costs the next start.
+    {
+        if let Ok(bytes) = component.serialize() {
+            // Unique per process and per loader thread: two threads may compile the
+            // same component (identical plugins under two names) at once.
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+            if std::fs::write(&tmp, bytes).is_ok() {
+                let _ = std::fs::rename(&tmp, &path);
+            }
+        }
+    }
+    Ok((Arc::new(component), true))
+}
+
+/// Creates `dir` (mode 0700) if needed; whether it is owned by this user and writable
+/// by nobody else.
+fn private_folder(dir: &Path) -> bool {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    match std::fs::metadata(dir) {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        Ok(m) => m.is_dir() && m.uid() == unsafe { libc::geteuid() } && m.mode() & 0o022 == 0,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_folder_others_can_write_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let own = tmp.path().join("own/plugins");
+        assert!(private_folder(&own));
+        assert_eq!(
+            std::fs::metadata(&own).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let shared = tmp.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(!private_folder(&shared));
+    }
+
+    #[test]
+    fn panic_message_is_read_from_stderr() {
+        let s = "thread '<unnamed>' panicked at src/lib.rs:30:24:\nboom \"x\"\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(
+            panic_message(s).unwrap(),
+            "src/lib.rs:30:24: boom \"x\"".to_string()
+        );
+        assert!(panic_message("nothing").is_none());
+    }
+}

@@ -1,0 +1,946 @@
+//! Crash-safe task state on disk.
+//!
+//! Layout per task, under `<workspace>/.agentforge/tasks/<task-id>/`:
+//!
+//! ```text
+//! task.yaml            immutable spec
+//! state.yaml           checkpoint of the mutable state (atomic rewrite)
+//! actions.jsonl        append-only audit log, one line per executed step (fsynced)
+//! working_memory.yaml  rolling buffer of loaded context (atomic rewrite)
+//! provider.yaml        the provider and model the task last ran with (never a key)
+//! artifacts/{inputs,outputs,snapshots}/
+//! ```
+//!
+//! The log is the source of truth: a step counts as done once its line is on disk.
+//! Every line carries the state after that step, so a crash between the log append
+//! and the `state.yaml` rewrite is repaired on the next open by taking the state from
+//! the last line. A torn last line (the process died mid-write) is detected, moved to
+//! a `actions.jsonl.torn-*` file for the post-mortem, and cut from the log: that step
+//! was never recorded as done, so it runs again.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use agentforge_core::state::{ActionRecord, RecordedProvider, TaskState};
+use agentforge_core::task::TaskSpec;
+use agentforge_core::working_memory::WorkingMemory;
+
+/// Errors of the state store. Each names the file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An I/O error on a named path.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or folder.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A stored file does not parse.
+    #[error("corrupt state file {path}: {message}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// Parser message.
+        message: String,
+    },
+    /// No task with that id.
+    #[error("no task `{id}` under {root} (list tasks with `agentforge task list`)")]
+    NotFound {
+        /// Requested id.
+        id: String,
+        /// Where it was looked for.
+        root: String,
+    },
+    /// Another process holds the task's lock: it is running the task now.
+    #[error("task `{id}` is being run by {}; wait for it to finish or stop it (Ctrl-C, or `kill -INT <pid>`), then resume", holder(.pid))]
+    Busy {
+        /// The task's id.
+        id: String,
+        /// The holder's pid, as it wrote it into the lock file (unknown if unreadable).
+        pid: Option<u32>,
+    },
+    /// Creating a task whose folder exists.
+    #[error("task `{id}` already exists at {path}; resume it with `agentforge resume {id}` or pick another id")]
+    Exists {
+        /// The id.
+        id: String,
+        /// Its folder.
+        path: String,
+    },
+}
+
+fn holder(pid: &Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("pid {pid}"),
+        None => "another process".to_string(),
+    }
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// File in a task folder that `run` and `resume` hold locked (with the holder's pid in
+/// it) while they run the task.
+pub const LOCK_FILE: &str = "run.lock";
+
+/// An exclusive hold on a task folder, so that one process at a time runs a task. The
+/// lock is an `flock` on [`LOCK_FILE`]: it lasts as long as this value (or the process)
+/// and the OS releases it when the process dies, however it dies, so a crash never
+/// leaves a stale lock. The file itself stays, with the last holder's pid.
+#[derive(Debug)]
+pub struct TaskLock {
+    // Held for its descriptor: closing it releases the lock.
+    _file: File,
+}
+
+/// Takes `flock(LOCK_EX | LOCK_NB)` on `f`: `WouldBlock` when another descriptor holds it.
+#[cfg(unix)]
+fn try_lock_exclusive(f: &File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock takes a descriptor we own for the duration of the call and no memory.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// No advisory locks off Unix: the task is not protected against a second runner.
+#[cfg(not(unix))]
+fn try_lock_exclusive(_f: &File) -> io::Result<()> {
+    Ok(())
+}
+
+/// The pid a lock holder wrote into the lock file. The holder writes it just after it
+/// took the lock, so an empty file is read again a few times before giving up.
+fn read_holder(path: &Path) -> Option<u32> {
+    for _ in 0..20 {
+        if let Some(pid) = fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return Some(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    None
+}
+
+/// Checks that tasks can be stored under `<workspace>/.agentforge/`: creates the folder,
+/// then writes and removes a probe file. The probe's name is unique to the call (pid and
+/// random part), so commands started together never remove each other's probe, and it
+/// is removed on every path, failures included.
+pub fn probe_writable(workspace: &Path) -> Result<(), StoreError> {
+    let dir = workspace.join(".agentforge");
+    fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+    let mut probe = tempfile::Builder::new()
+        .prefix(&format!(".write-probe-{}-", std::process::id()))
+        .tempfile_in(&dir)
+        .map_err(io_err("cannot create a file in", &dir))?;
+    let written = probe
+        .write_all(b"ok")
+        .and_then(|()| probe.as_file().sync_all());
+    let path = probe.path().to_path_buf();
+    // `close` removes the file; on a write error dropping `probe` removes it too.
+    written.map_err(io_err("cannot write", &path))?;
+    probe.close().map_err(io_err("cannot remove", &path))
+}
+
+/// File name of the working memory inside a task folder.
+pub use agentforge_core::state::WORKING_MEMORY_FILE;
+const LOG_FILE: &str = "actions.jsonl";
+/// File name of the recorded provider inside a task folder.
+pub const PROVIDER_FILE: &str = "provider.yaml";
+
+/// Writes `bytes` to `path` atomically: temp file in the same folder, fsync, rename, fsync folder.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    // Persist the rename itself.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Atomically replaces a file that is rewritten every step, without freeing disk blocks.
+///
+/// Same guarantee as [`atomic_write`] (the name always holds a complete old or new
+/// version, durable once this returns) but it recycles two inodes instead of creating
+/// and deleting one per call: on file systems mounted with `discard` (common on VMs and
+/// SSDs) freeing blocks costs about a millisecond, which would dominate a step.
+///
+/// 1. write the new bytes into the spare file `.<name>.spare` in place, fsync;
+/// 2. hard-link the current file as `.<name>.old` (its inode keeps a name);
+/// 3. rename the spare over the file (atomic; the old inode is not freed);
+/// 4. rename `.<name>.old` to `.<name>.spare` for the next call.
+///
+/// A crash between any two steps leaves the file complete; leftovers are tidied on the
+/// next call.
+pub fn atomic_rewrite(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let spare = dir.join(format!(".{name}.spare"));
+    let old = dir.join(format!(".{name}.old"));
+    if !path.exists() {
+        return atomic_write(path, bytes);
+    }
+    if old.exists() {
+        // Left by a crash between steps 2 and 4: the spare may be gone, so start clean.
+        fs::remove_file(&old)?;
+    }
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&spare)?;
+        f.write_all(bytes)?;
+        f.set_len(bytes.len() as u64)?;
+        f.sync_all()?;
+    }
+    if fs::hard_link(path, &old).is_ok() {
+        fs::rename(&spare, path)?;
+        fs::rename(&old, &spare)?;
+    } else {
+        // No hard links here (some network file systems): plain replace.
+        fs::rename(&spare, path)?;
+    }
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The store of all tasks of one workspace.
+#[derive(Debug, Clone)]
+pub struct TaskStore {
+    root: PathBuf,
+}
+
+impl TaskStore {
+    /// The store of `workspace` (tasks under `<workspace>/.agentforge/tasks`).
+    pub fn new(workspace: &Path) -> TaskStore {
+        TaskStore {
+            root: workspace.join(".agentforge").join("tasks"),
+        }
+    }
+
+    /// Folder holding all tasks.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Creates a task folder with its spec and initial state. Fails if it exists.
+    pub fn create(&self, spec: &TaskSpec, initial: &TaskState) -> Result<TaskDir, StoreError> {
+        let dir = self.root.join(&spec.id);
+        if dir.join("task.yaml").exists() {
+            return Err(StoreError::Exists {
+                id: spec.id.clone(),
+                path: dir.display().to_string(),
+            });
+        }
+        for sub in [
+            "artifacts/inputs",
+            "artifacts/outputs",
+            "artifacts/snapshots",
+        ] {
+            let p = dir.join(sub);
+            fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
+        }
+        let task_dir = TaskDir { dir };
+        task_dir.save_working_memory(&WorkingMemory::default())?;
+        task_dir.save_state(initial)?;
+        // Inputs are kept verbatim for `load_context spec_section:` and post-mortems.
+        let inputs = task_dir.dir.join("artifacts/inputs/inputs.yaml");
+        let inputs_yaml = serde_yaml_ng::to_string(&spec.inputs).unwrap_or_default();
+        atomic_write(&inputs, inputs_yaml.as_bytes()).map_err(io_err("cannot write", &inputs))?;
+        // task.yaml last: its presence marks a fully created task.
+        let p = task_dir.dir.join("task.yaml");
+        atomic_write(&p, spec.to_yaml().as_bytes()).map_err(io_err("cannot write", &p))?;
+        Ok(task_dir)
+    }
+
+    /// Opens an existing task.
+    pub fn open(&self, id: &str) -> Result<TaskDir, StoreError> {
+        let dir = self.root.join(id);
+        if !dir.join("task.yaml").is_file() {
+            return Err(StoreError::NotFound {
+                id: id.to_string(),
+                root: self.root.display().to_string(),
+            });
+        }
+        Ok(TaskDir { dir })
+    }
+
+    /// Ids of all tasks, sorted.
+    pub fn list(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids = Vec::new();
+        let entries = match fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ids),
+            Err(e) => return Err(io_err("cannot list", &self.root)(e)),
+        };
+        for entry in entries.flatten() {
+            if entry.path().join("task.yaml").is_file() {
+                ids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+/// What opening a task's log found and repaired.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recovery {
+    /// A torn final line was cut from the log and saved to this file.
+    pub torn_line_saved_to: Option<PathBuf>,
+    /// `state.yaml` lagged the log and was rebuilt from the last record.
+    pub state_rebuilt_from_step: Option<u64>,
+}
+
+impl Recovery {
+    /// Whether anything was repaired.
+    pub fn repaired(&self) -> bool {
+        self.torn_line_saved_to.is_some() || self.state_rebuilt_from_step.is_some()
+    }
+}
+
+/// One task's folder.
+#[derive(Debug, Clone)]
+pub struct TaskDir {
+    dir: PathBuf,
+}
+
+impl TaskDir {
+    /// Opens a task folder directly (as `inspect` does with a path).
+    pub fn at(dir: PathBuf) -> TaskDir {
+        TaskDir { dir }
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Path of the action log.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    /// Folder of full tool outputs.
+    pub fn outputs_dir(&self) -> PathBuf {
+        self.dir.join("artifacts/outputs")
+    }
+
+    /// Folder of pre-change file snapshots.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.dir.join("artifacts/snapshots")
+    }
+
+    /// Folder of verified inputs.
+    pub fn inputs_dir(&self) -> PathBuf {
+        self.dir.join("artifacts/inputs")
+    }
+
+    /// Takes the task's exclusive run lock (see [`TaskLock`]) and writes this process's
+    /// pid into it. Fails at once with [`StoreError::Busy`], naming the holder's pid, when
+    /// another process runs the task.
+    pub fn lock(&self) -> Result<TaskLock, StoreError> {
+        let p = self.dir.join(LOCK_FILE);
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&p)
+            .map_err(io_err("cannot open", &p))?;
+        match try_lock_exclusive(&f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(StoreError::Busy {
+                    id: self.task_id(),
+                    pid: read_holder(&p),
+                })
+            }
+            Err(e) => return Err(io_err("cannot lock", &p)(e)),
+        }
+        // Only the holder writes, so the pid in the file is always the holder's.
+        f.set_len(0)
+            .and_then(|()| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
+            .map_err(io_err("cannot write", &p))?;
+        Ok(TaskLock { _file: f })
+    }
+
+    /// The task's id: the folder's name.
+    fn task_id(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Reads the immutable spec.
+    pub fn spec(&self) -> Result<TaskSpec, StoreError> {
+        let p = self.dir.join("task.yaml");
+        TaskSpec::load(&p).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads `state.yaml` as it is (see [`TaskDir::recover`] for the consistent state).
+    pub fn load_state(&self) -> Result<TaskState, StoreError> {
+        let p = self.dir.join("state.yaml");
+        let text = fs::read_to_string(&p).map_err(io_err("cannot read", &p))?;
+        serde_yaml_ng::from_str(&text).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Atomically rewrites `state.yaml`.
+    pub fn save_state(&self, state: &TaskState) -> Result<(), StoreError> {
+        let p = self.dir.join("state.yaml");
+        let yaml = serde_yaml_ng::to_string(state).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        atomic_rewrite(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+    }
+
+    /// The provider the task last ran with; `None` for a task that never ran (or was
+    /// created before providers were recorded).
+    pub fn load_provider(&self) -> Result<Option<RecordedProvider>, StoreError> {
+        let p = self.dir.join(PROVIDER_FILE);
+        match fs::read_to_string(&p) {
+            Ok(text) => serde_yaml_ng::from_str(&text)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt {
+                    path: p.display().to_string(),
+                    message: format!("{e}; delete it and give --provider and --model"),
+                }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("cannot read", &p)(e)),
+        }
+    }
+
+    /// Records the provider a run of the task uses (atomic rewrite).
+    pub fn save_provider(&self, provider: &RecordedProvider) -> Result<(), StoreError> {
+        let p = self.dir.join(PROVIDER_FILE);
+        let yaml = serde_yaml_ng::to_string(provider).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        atomic_write(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+    }
+
+    /// Reads the working memory (empty if the file is missing).
+    pub fn load_working_memory(&self) -> Result<WorkingMemory, StoreError> {
+        let p = self.dir.join(WORKING_MEMORY_FILE);
+        match fs::read_to_string(&p) {
+            Ok(text) => serde_yaml_ng::from_str(&text).map_err(|e| StoreError::Corrupt {
+                path: p.display().to_string(),
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(WorkingMemory::default()),
+            Err(e) => Err(io_err("cannot read", &p)(e)),
+        }
+    }
+
+    /// Atomically rewrites the working memory.
+    pub fn save_working_memory(&self, wm: &WorkingMemory) -> Result<(), StoreError> {
+        let p = self.dir.join(WORKING_MEMORY_FILE);
+        let yaml = serde_yaml_ng::to_string(wm).expect("working memory serializes");
+        atomic_rewrite(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+    }
+
+    /// Appends one record to the log and fsyncs it. The step is done once this returns.
+    pub fn append_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
+        let p = self.log_path();
+        let mut line = serde_json::to_string(record).map_err(|e| StoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .map_err(io_err("cannot open", &p))?;
+        if agentforge_core::fault::armed("torn_log", record.step) {
+            let half = &line.as_bytes()[..line.len() / 2];
+            let _ = f.write_all(half);
+            let _ = f.sync_all();
+            agentforge_core::fault::point("torn_log", record.step);
+        }
+        // One write call for the whole line keeps tearing to the last line only.
+        f.write_all(line.as_bytes())
+            .map_err(io_err("cannot append to", &p))?;
+        f.sync_all().map_err(io_err("cannot fsync", &p))?;
+        Ok(())
+    }
+
+    /// Reads every record. A torn last line is an error here: call [`TaskDir::recover`] first.
+    pub fn read_actions(&self) -> Result<Vec<ActionRecord>, StoreError> {
+        let p = self.log_path();
+        let text = match fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot read", &p)(e)),
+        };
+        parse_log(&text, &p)
+    }
+
+    /// The last `n` records, oldest first, read from the end of the log so the cost
+    /// does not grow with the log's length.
+    pub fn recent_actions(&self, n: usize) -> Result<Vec<ActionRecord>, StoreError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let p = self.log_path();
+        let mut f = match File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot open", &p)(e)),
+        };
+        let len = f.metadata().map_err(io_err("cannot stat", &p))?.len();
+        let mut chunk = 16 * 1024u64;
+        loop {
+            let start = len.saturating_sub(chunk);
+            f.seek(SeekFrom::Start(start))
+                .map_err(io_err("cannot seek", &p))?;
+            let mut buf = Vec::with_capacity((len - start) as usize);
+            f.read_to_end(&mut buf).map_err(io_err("cannot read", &p))?;
+            let text = String::from_utf8_lossy(&buf);
+            // Skip a partial first line unless we read from the file's start.
+            let body = if start == 0 {
+                &text[..]
+            } else {
+                match text.find('\n') {
+                    Some(i) => &text[i + 1..],
+                    None => "",
+                }
+            };
+            let complete_lines = body.lines().filter(|l| !l.trim().is_empty()).count();
+            if complete_lines >= n || start == 0 {
+                let records = parse_log(body, &p)?;
+                let skip = records.len().saturating_sub(n);
+                return Ok(records.into_iter().skip(skip).collect());
+            }
+            chunk *= 4;
+        }
+    }
+
+    /// Brings the task folder to a consistent state after a crash and returns that state.
+    ///
+    /// - A final line without its newline, or one that does not parse, is torn: it is
+    ///   saved to `actions.jsonl.torn-<unix-ms>`, cut from the log, and reported.
+    /// - A corrupt line before the last is not repairable and is an error.
+    /// - If the log holds steps `state.yaml` does not reflect, the state is taken from
+    ///   the last record and `state.yaml` rewritten.
+    pub fn recover(&self) -> Result<(TaskState, Recovery), StoreError> {
+        let mut recovery = Recovery::default();
+        let p = self.log_path();
+        let bytes = match fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err("cannot read", &p)(e)),
+        };
+        // Find the end of the last complete, parseable line.
+        let mut good_len = bytes.len();
+        if !bytes.is_empty() {
+            let last_nl = bytes.iter().rposition(|&b| b == b'\n');
+            let tail_start = last_nl.map(|i| i + 1).unwrap_or(0);
+            if tail_start < bytes.len() {
+                // Bytes after the last newline: a torn write.
+                good_len = tail_start;
+            } else {
+                // Ends with a newline: the last line must parse.
+                let prev_nl = bytes[..bytes.len() - 1]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map(|i| i + 1)
+                    .unwrap_or(0);
+                let last = &bytes[prev_nl..bytes.len() - 1];
+                if serde_json::from_slice::<ActionRecord>(last).is_err() {
+                    good_len = prev_nl;
+                }
+            }
+        }
+        if good_len < bytes.len() {
+            let torn = &bytes[good_len..];
+            let millis = chrono::Utc::now().timestamp_millis();
+            let saved = self.dir.join(format!("{LOG_FILE}.torn-{millis}"));
+            atomic_write(&saved, torn).map_err(io_err("cannot write", &saved))?;
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .map_err(io_err("cannot open", &p))?;
+            f.set_len(good_len as u64)
+                .map_err(io_err("cannot truncate", &p))?;
+            f.sync_all().map_err(io_err("cannot fsync", &p))?;
+            recovery.torn_line_saved_to = Some(saved);
+        }
+        let text = String::from_utf8_lossy(&bytes[..good_len]);
+        let last = last_record(&text, &p)?;
+        let mut state = self.load_state()?;
+        if let Some(last) = last {
+            if last.step > state.step {
+                state = last.state_after.clone();
+                self.save_state(&state)?;
+                recovery.state_rebuilt_from_step = Some(last.step);
+            } else if last.step < state.step {
+                return Err(StoreError::Corrupt {
+                    path: self.dir.join("state.yaml").display().to_string(),
+                    message: format!(
+                        "state.yaml says {} steps are done but {} records only {}; \
+                         the state file was edited or the log truncated by hand",
+                        state.step,
+                        p.display(),
+                        last.step
+                    ),
+                });
+            }
+        } else if state.step > 0 {
+            return Err(StoreError::Corrupt {
+                path: self.dir.join("state.yaml").display().to_string(),
+                message: format!(
+                    "state.yaml says {} steps are done but {} is empty",
+                    state.step,
+                    p.display()
+                ),
+            });
+        }
+        Ok((state, recovery))
+    }
+
+    /// Writes a full tool output for `step` and returns its path relative to the task folder.
+    pub fn write_output(&self, step: u64, name: &str, content: &str) -> Result<String, StoreError> {
+        let rel = format!("artifacts/outputs/step-{step:04}-{name}.txt");
+        let p = self.dir.join(&rel);
+        atomic_write(&p, content.as_bytes()).map_err(io_err("cannot write", &p))?;
+        Ok(rel)
+    }
+
+    /// Reads a file relative to the task folder.
+    pub fn read_relative(&self, rel: &str) -> Result<String, StoreError> {
+        let p = self.dir.join(rel);
+        fs::read_to_string(&p).map_err(io_err("cannot read", &p))
+    }
+}
+
+fn parse_log(text: &str, path: &Path) -> Result<Vec<ActionRecord>, StoreError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| StoreError::Corrupt {
+                path: path.display().to_string(),
+                message: format!("line {}: {e}", i + 1),
+            })
+        })
+        .collect()
+}
+
+fn last_record(text: &str, path: &Path) -> Result<Option<ActionRecord>, StoreError> {
+    match text.lines().rev().find(|l| !l.trim().is_empty()) {
+        None => Ok(None),
+        Some(l) => serde_json::from_str(l)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: path.display().to_string(),
+                message: format!("last line: {e}"),
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use agentforge_core::model::Usage;
+    use agentforge_core::state::*;
+
+    use super::*;
+
+    fn spec() -> TaskSpec {
+        TaskSpec::parse(
+            "id: t1\ntask_type: fix_violation\ngoal: fix it\n",
+            "task.yaml",
+        )
+        .unwrap()
+    }
+
+    fn record(step: u64, state: &TaskState) -> ActionRecord {
+        let mut after = state.clone();
+        after.step = step;
+        ActionRecord {
+            step,
+            phase: "implement".into(),
+            action: "read_file".into(),
+            target: Some("src/lib.rs".into()),
+            parameters: serde_json::json!({"path": "src/lib.rs"}),
+            result: ActionResult::Success,
+            summary: "read".into(),
+            error: None,
+            duration_ms: 1,
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            context_tokens: 100,
+            usage: Usage::default(),
+            output_artifact: None,
+            loop_detection: None,
+            file_hashes: BTreeMap::new(),
+            state_after: after,
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, TaskDir, TaskState) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = TaskStore::new(tmp.path());
+        let st = TaskState::initial(&spec(), "analyze", 10);
+        let dir = store.create(&spec(), &st).unwrap();
+        (tmp, dir, st)
+    }
+
+    #[test]
+    fn create_twice_is_an_error() {
+        let (tmp, _dir, st) = setup();
+        let err = TaskStore::new(tmp.path()).create(&spec(), &st).unwrap_err();
+        assert!(matches!(err, StoreError::Exists { .. }));
+    }
+
+    #[test]
+    fn recent_actions_reads_the_tail() {
+        let (_tmp, dir, st) = setup();
+        for s in 1..=50 {
+            dir.append_action(&record(s, &st)).unwrap();
+        }
+        let recent = dir.recent_actions(3).unwrap();
+        assert_eq!(
+            recent.iter().map(|r| r.step).collect::<Vec<_>>(),
+            [48, 49, 50]
+        );
+        assert_eq!(dir.read_actions().unwrap().len(), 50);
+    }
+
+    #[test]
+    fn torn_last_line_is_saved_and_cut() {
+        let (_tmp, dir, st) = setup();
+        dir.append_action(&record(1, &st)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
+        f.write_all(b"{\"step\":2,\"pha").unwrap();
+        let (state, rec) = dir.recover().unwrap();
+        let saved = rec.torn_line_saved_to.expect("torn line reported");
+        assert_eq!(fs::read_to_string(saved).unwrap(), "{\"step\":2,\"pha");
+        assert_eq!(dir.read_actions().unwrap().len(), 1);
+        // State lagged the log by one step: rebuilt from the record.
+        assert_eq!(state.step, 1);
+        assert_eq!(rec.state_rebuilt_from_step, Some(1));
+        assert_eq!(dir.load_state().unwrap().step, 1);
+    }
+
+    #[test]
+    fn unparseable_last_line_with_newline_is_torn_too() {
+        let (_tmp, dir, st) = setup();
+        dir.append_action(&record(1, &st)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
+        f.write_all(b"{\"step\":2}\n").unwrap();
+        let (_, rec) = dir.recover().unwrap();
+        assert!(rec.torn_line_saved_to.is_some());
+        assert_eq!(dir.read_actions().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn corrupt_middle_line_is_an_error_not_a_repair() {
+        let (_tmp, dir, st) = setup();
+        dir.append_action(&record(1, &st)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
+        f.write_all(b"garbage\n").unwrap();
+        dir.append_action(&record(2, &st)).unwrap();
+        let err = dir.read_actions().unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn clean_log_needs_no_repair() {
+        let (_tmp, dir, st) = setup();
+        let r = record(1, &st);
+        dir.append_action(&r).unwrap();
+        dir.save_state(&r.state_after).unwrap();
+        let (state, rec) = dir.recover().unwrap();
+        assert!(!rec.repaired());
+        assert_eq!(state, r.state_after);
+    }
+
+    #[test]
+    fn atomic_rewrite_keeps_exact_contents_across_sizes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("f.yaml");
+        for (i, len) in [10usize, 5000, 3, 0, 70_000, 12].into_iter().enumerate() {
+            let content = vec![b'a' + i as u8; len];
+            atomic_rewrite(&p, &content).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), content);
+        }
+        // A leftover `.old` from a crash is tidied and the write still lands.
+        fs::write(tmp.path().join(".f.yaml.old"), b"stale").unwrap();
+        atomic_rewrite(&p, b"fresh").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"fresh");
+        assert!(!tmp.path().join(".f.yaml.old").exists());
+    }
+
+    #[test]
+    fn state_ahead_of_log_is_reported() {
+        let (_tmp, dir, st) = setup();
+        let mut ahead = st.clone();
+        ahead.step = 3;
+        dir.save_state(&ahead).unwrap();
+        assert!(matches!(dir.recover(), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_second_lock_is_refused_with_the_holders_pid() {
+        let (_tmp, dir, _st) = setup();
+        let held = dir.lock().unwrap();
+        let text = fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
+        assert_eq!(text.trim(), std::process::id().to_string());
+        // flock locks belong to the open file description: a second open in this
+        // process conflicts as another process's would.
+        let err = TaskDir::at(dir.path().to_path_buf()).lock().unwrap_err();
+        assert!(
+            matches!(err, StoreError::Busy { pid: Some(p), .. } if p == std::process::id()),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "task `t1` is being run by pid {}",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        drop(held);
+        let again = dir.lock();
+        assert!(again.is_ok(), "{again:?}");
+    }
+
+    #[test]
+    fn write_probes_are_unique_and_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let ws = tmp.path().to_path_buf();
+                std::thread::spawn(move || (0..50).try_for_each(|_| probe_writable(&ws)))
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        let left: Vec<_> = fs::read_dir(tmp.path().join(".agentforge"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn bounded_arguments_keep_size_hash_head_and_tail() {
+        let big = format!("HEAD{}TAIL", "x".repeat(100_000));
+        let v = serde_json::json!({"path": "a.rs", "content": big});
+        let b = bound_parameters(&v);
+        let content = b["content"].as_str().unwrap();
+        assert!(
+            content.chars().count() < MAX_LOGGED_STRING_CHARS + 200,
+            "{}",
+            content.len()
+        );
+        assert!(content.starts_with("HEAD") && content.ends_with("TAIL"));
+        assert!(content.contains("100008 bytes, sha256:"), "{content}");
+        assert_eq!(b["path"], "a.rs");
+        // Same text, same record; different text, different record.
+        assert_eq!(bound_parameters(&v), b);
+        let other = serde_json::json!({"path": "a.rs", "content": big.replace("HEADx", "HEADy")});
+        assert_ne!(bound_parameters(&other), b);
+        // Small arguments are kept as they are.
+        let small = serde_json::json!({"path": "a.rs", "n": 3});
+        assert_eq!(bound_parameters(&small), small);
+        // Many strings: the whole value gives way to its size and hash.
+        let many: Vec<String> = (0..2_000)
+            .map(|i| format!("item {i} {}", "y".repeat(50)))
+            .collect();
+        let b = bound_parameters(&serde_json::json!({"items": many}));
+        assert!(
+            b.to_string().len() <= MAX_LOGGED_PARAMETERS_BYTES,
+            "{}",
+            b.to_string().len()
+        );
+        assert!(b["not_logged"]["sha256"].as_str().unwrap().len() == 64);
+    }
+
+    #[test]
+    fn a_record_with_bounded_fields_rebuilds_the_state() {
+        let (_tmp, dir, st) = setup();
+        let mut r = record(1, &st);
+        r.parameters = bound_parameters(&serde_json::json!({"content": "z".repeat(200_000)}));
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.len() < 32 * 1024, "{}", line.len());
+        dir.append_action(&r).unwrap();
+        // state.yaml lags the log: the bounded record is what the state comes from.
+        let (state, rec) = dir.recover().unwrap();
+        assert_eq!(rec.state_rebuilt_from_step, Some(1));
+        assert_eq!(state, r.state_after);
+        assert_eq!(dir.read_actions().unwrap()[0].parameters, r.parameters);
+    }
+
+    #[test]
+    fn the_recorded_provider_round_trips_without_a_key() {
+        let (_tmp, dir, _) = setup();
+        assert_eq!(dir.load_provider().unwrap(), None);
+        let p = RecordedProvider {
+            kind: agentforge_core::model::ProviderKind::Openai,
+            model: "qwen".into(),
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            api_key_env: Some("MY_KEY".into()),
+            replay: None,
+        };
+        dir.save_provider(&p).unwrap();
+        assert_eq!(dir.load_provider().unwrap(), Some(p));
+        fs::write(dir.path().join(PROVIDER_FILE), "kind: nope\n").unwrap();
+        let err = dir.load_provider().unwrap_err().to_string();
+        assert!(err.contains(PROVIDER_FILE), "{err}");
+    }
+}
