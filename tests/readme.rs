@@ -69,7 +69,10 @@ fn readme_commands() -> BTreeSet<String> {
             let words: Vec<&str> = code
                 .split_whitespace()
                 .skip_while(|w| *w == "agentforge")
-                .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+                .take_while(|w| {
+                    w.starts_with(|c: char| c.is_ascii_lowercase())
+                        && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                })
                 .collect();
             if !words.is_empty() {
                 all.insert(words.join(" "));
