@@ -708,7 +708,7 @@ fn edit_plugin_reads_the_executor_revert_and_seed_wordings() {
             .map(|f| f.statement)
             .collect()
     };
-    // The executor's auto-revert summary (host/src/executor.rs, `e.summary = format!(
+    // The executor's auto-revert summary (host/engine/src/executor.rs, `e.summary = format!(
     // "reverted: {} passed before this change and failed after it; the change was
     // undone", ...)`).
     assert_eq!(

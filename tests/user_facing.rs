@@ -185,7 +185,7 @@ fn resume_uses_the_provider_and_model_the_task_ran_with() {
 }
 
 /// Needs the task types to declare their inputs: the built-in schema plugins do so
-/// through the plugin API's input schema (wired in `host/src/plugins/task_types.rs`).
+/// through the plugin API's input schema (wired in `host/plugin-host/src/task_types.rs`).
 #[test]
 fn a_misspelt_input_key_is_refused_with_a_suggestion() {
     let dir = workspace();

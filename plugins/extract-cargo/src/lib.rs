@@ -2,7 +2,7 @@
 //! from the default text output and from libtest's JSON lines (`cargo test -- -Z
 //! unstable-options --format json`).
 //!
-//! The text rules are the host's native `CargoRules` (host/src/extract.rs), so the facts
+//! The text rules are the host's native `CargoRules` (host/core/src/extract.rs), so the facts
 //! are identical whichever of the two reads an output. The JSON lines give the same
 //! statements: counts summed over the test binaries' `suite` events, one fact per failed
 //! `test` event (its panic location from the captured stdout when there is one).

@@ -1,6 +1,6 @@
 //! Facts from the host's file edits: `edit_file`, `replace_lines` and `write_file`.
 //!
-//! The output read is the action's result as the host words it (host/src/tools/files.rs):
+//! The output read is the action's result as the host words it (host/store/src/tools/files.rs):
 //! the one-line summary, then the error explaining a failure (its hints name lines). The
 //! facts say what changed and where (`edited src/lib.rs (lines 10-12; following lines
 //! moved by -2)`), or why the edit failed (`edit failed: old text not found in

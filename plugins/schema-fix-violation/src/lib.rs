@@ -1,6 +1,6 @@
 //! Task type `fix_violation`: make a failing check or test pass with a minimal change.
 //!
-//! A port of the host's native `FixViolation` (host/src/schemas.rs): same name, default
+//! A port of the host's native `FixViolation` (host/context/src/schemas.rs): same name, default
 //! success criteria and phase graph (`graph.json` is `standard_graph(false)` as the host
 //! serializes it), same `current_state` shape. The violated file is not read here: the
 //! host inserts it, numbered, at `/file_content/content` (`null` when it does not exist).

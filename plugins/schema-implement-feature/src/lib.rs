@@ -1,7 +1,7 @@
 //! Task type `implement_feature`: implement a verified spec in target files until tests
 //! pass.
 //!
-//! A port of the host's native `ImplementFeature` (host/src/schemas.rs): same name,
+//! A port of the host's native `ImplementFeature` (host/context/src/schemas.rs): same name,
 //! default success criteria and phase graph (`graph.json` is `standard_graph(true)` as the
 //! host serializes it), same `current_state` shape but for the target files: each is
 //! `{path, content}`, its content inserted, numbered, by the host (`null` when the file

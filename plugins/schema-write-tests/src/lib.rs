@@ -1,7 +1,7 @@
 //! Task type `write_tests`: the RED phase, tests that define the behaviour and currently
 //! fail.
 //!
-//! A port of the host's native `WriteTests` (host/src/schemas.rs): same name, default
+//! A port of the host's native `WriteTests` (host/context/src/schemas.rs): same name, default
 //! success criteria and phase graph (`graph.json` is `standard_graph(false)` as the host
 //! serializes it), same `current_state` shape. The files are inserted, numbered, by the
 //! host: the example test at `/test_patterns/example_test`, the target test file at
