@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use agentforge::extract::FactExtractor;
 use agentforge::state_store::{ActionResult, Fact, FactCategory};
+use agentforge::text::cut;
 use regex::Regex;
 
 fn fact(
@@ -77,7 +78,7 @@ impl FactExtractor for CargoRules {
                     &c[1],
                     &c[2],
                     &c[3],
-                    cut(&c[4], 160)
+                    cut(c[4].trim(), 160)
                 ),
                 1.0,
                 tool,
@@ -114,22 +115,13 @@ impl FactExtractor for CargoRules {
                     code,
                     &c[4],
                     &c[5],
-                    cut(&c[3], 160)
+                    cut(c[3].trim(), 160)
                 ),
                 1.0,
                 tool,
             ));
         }
         facts
-    }
-}
-
-fn cut(s: &str, max: usize) -> String {
-    let s = s.trim();
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
     }
 }
 

@@ -6,6 +6,7 @@
 //! (supersession, compaction, the optional model fallback).
 
 use crate::state::{ActionResult, Fact, FactCategory};
+use crate::text::cut;
 
 /// Most facts kept in the task state.
 pub const MAX_FACTS: usize = 20;
@@ -66,7 +67,7 @@ impl Extractors {
                 FactCategory::Verification,
                 format!(
                     "{GENERIC_PREFIX}{tool}` result: {result}; last line: {}",
-                    cut(last, 160)
+                    cut(last.trim(), 160)
                 ),
                 1.0,
                 tool,
@@ -120,15 +121,6 @@ fn said_once(facts: impl Iterator<Item = Fact>) -> Vec<Fact> {
     facts
         .filter(|f| seen.insert((f.category, f.statement.clone())))
         .collect()
-}
-
-fn cut(s: &str, max: usize) -> String {
-    let s = s.trim();
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
-    }
 }
 
 fn fact(
@@ -377,7 +369,7 @@ pub mod model {
             .map(|(i, f)| Fact {
                 id: format!("f{step}-m{}", i + 1),
                 category: f.category,
-                statement: cut(&f.statement, 200),
+                statement: cut(f.statement.trim(), 200).into_owned(),
                 confidence: f.confidence.clamp(0.0, MODEL_CONFIDENCE_CAP),
                 source: tool.to_string(),
                 step,

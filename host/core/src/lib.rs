@@ -22,5 +22,6 @@ pub mod phases;
 pub mod sanitize;
 pub mod state;
 pub mod task;
+pub mod text;
 pub mod text_mode;
 pub mod working_memory;

@@ -31,6 +31,7 @@ use agentforge_core::state::{
     LoopWarning, TaskState, TaskStatus,
 };
 use agentforge_core::task::{CheckKind, CheckSpec, TaskSpec};
+use agentforge_core::text::cut;
 use agentforge_core::working_memory::{ItemKind, MemoryItem, WorkingMemory};
 use agentforge_loops::{LoopDetector, LoopType, StepView};
 use agentforge_providers::{Provider, ProviderError};
@@ -59,12 +60,13 @@ fn first_line(text: &str) -> String {
             .trim(),
         160,
     )
+    .into_owned()
 }
 
 /// The first sentence of a tool description, for the `actions` list's `when`.
 fn first_sentence(text: &str) -> String {
     let s = text.split(['.', '\n']).next().unwrap_or("").trim();
-    cut(s, 120)
+    cut(s, 120).into_owned()
 }
 
 /// Name of the planning tool (decomposition into tasks and subtasks).
@@ -558,14 +560,6 @@ impl Executed {
         let mut e = Executed::new(ActionResult::Failure, summary);
         e.error = Some(error.into());
         e
-    }
-}
-
-fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
     }
 }
 
@@ -1190,7 +1184,7 @@ impl<'r> Executor<'r> {
             ),
             ModelReply::MalformedArguments { name, raw, error } => (
                 bound_text(name, MAX_ACTION_NAME_CHARS),
-                Value::String(cut(raw, 1000)),
+                Value::String(cut(raw, 1000).into_owned()),
                 Err(format!("the arguments of `{}` are not valid JSON ({}); send one JSON object matching the tool's schema", cut(name, MAX_ACTION_NAME_CHARS), cut(error, MAX_ERROR_CHARS))),
             ),
         };
@@ -1311,8 +1305,10 @@ impl<'r> Executor<'r> {
 
         // Bounded once, here: the loop detector compares this step with logged ones.
         let mut executed = executed;
-        executed.summary = cut(&executed.summary, MAX_SUMMARY_CHARS);
-        executed.error = executed.error.map(|e| cut(&e, MAX_ERROR_CHARS));
+        executed.summary = cut(&executed.summary, MAX_SUMMARY_CHARS).into_owned();
+        executed.error = executed
+            .error
+            .map(|e| cut(&e, MAX_ERROR_CHARS).into_owned());
 
         let ran_checks = !state.verification.checks.is_empty();
         let current = StepView {

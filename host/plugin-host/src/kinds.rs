@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::bindings::{v0_1, v0_2};
 use super::wit::Decision;
 use super::{
-    cut, fact_to_wit, output, wrong_instance, Inner, Instance, OnError, PluginError,
+    clean_line, fact_to_wit, output, wrong_instance, Inner, Instance, OnError, PluginError,
     MAX_RETURN_BYTES,
 };
 use agentforge_core::actions::Action;
@@ -76,7 +76,7 @@ impl WasmGate {
         })?;
         Ok(GateVerdict {
             passing: v.passing,
-            summary: cut(&v.summary, MAX_REASON_CHARS),
+            summary: clean_line(&v.summary, MAX_REASON_CHARS),
         })
     }
 }
@@ -103,7 +103,7 @@ impl Gate for WasmGate {
                 eprintln!("warning: {e}; the check counts as failed");
                 GateVerdict {
                     passing: false,
-                    summary: cut(&format!("gate plugin failed: {e}"), MAX_REASON_CHARS),
+                    summary: clean_line(&format!("gate plugin failed: {e}"), MAX_REASON_CHARS),
                 }
             }
         }
@@ -176,8 +176,8 @@ impl WasmGuard {
         })?;
         Ok(match d {
             Decision::Allow => GuardDecision::Allow,
-            Decision::Warn(r) => GuardDecision::Warn(cut(&r, MAX_REASON_CHARS)),
-            Decision::Deny(r) => GuardDecision::Deny(cut(&r, MAX_REASON_CHARS)),
+            Decision::Warn(r) => GuardDecision::Warn(clean_line(&r, MAX_REASON_CHARS)),
+            Decision::Deny(r) => GuardDecision::Deny(clean_line(&r, MAX_REASON_CHARS)),
         })
     }
 
@@ -193,7 +193,7 @@ impl WasmGuard {
         match self.try_check(action, target, arguments_json, task_json, state_json) {
             Ok(d) => d,
             Err(e) => {
-                let why = cut(&format!("guard plugin failed: {e}"), MAX_REASON_CHARS);
+                let why = clean_line(&format!("guard plugin failed: {e}"), MAX_REASON_CHARS);
                 match self.inner.on_error {
                     OnError::Deny => {
                         eprintln!("warning: {e}; the action is denied (fail closed)");

@@ -10,8 +10,8 @@
 //!
 //! ```no_run
 //! # use std::path::Path;
-//! # use agentforge::extract::Extractors;
-//! let (plugins, errors) = agentforge::plugins::load_dir(
+//! # use agentforge_core::extract::Extractors;
+//! let (plugins, errors) = agentforge_plugin_host::load_dir(
 //!     Path::new("plugins"),
 //!     Path::new(".agentforge/cache/plugins"),
 //! );
@@ -1225,7 +1225,7 @@ impl WasmExtractor {
                 id: String::new(),
                 category: category_from_wit(f.category),
                 // The context is budgeted: a plugin cannot flood it with one fact.
-                statement: cut(&f.statement, 300),
+                statement: clean_line(&f.statement, 300),
                 confidence: if f.confidence.is_finite() {
                     f.confidence.clamp(0.0, 1.0)
                 } else {
@@ -1234,7 +1234,7 @@ impl WasmExtractor {
                 source: if f.source.is_empty() {
                     tool.to_string()
                 } else {
-                    cut(&f.source, 200)
+                    clean_line(&f.source, 200)
                 },
                 step,
                 supersedes: None,
@@ -1269,14 +1269,9 @@ impl FactExtractor for WasmExtractor {
 /// `s` made one clean line ([`agentforge_core::sanitize::line`]), trimmed and cut to `max`
 /// characters: what a plugin says (a fact, a summary, a reason, a log line) reaches a
 /// terminal, a log and the model's context.
-fn cut(s: &str, max: usize) -> String {
+fn clean_line(s: &str, max: usize) -> String {
     let s = agentforge_core::sanitize::line(s);
-    let s = s.trim();
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
-    }
+    agentforge_core::text::cut(s.trim(), max).into_owned()
 }
 
 /// The host's category of a plugin's fact.

@@ -412,7 +412,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "`name = {:?}`: a plugin name is lowercase letters, digits and `-`, starts with a letter and has at most {MAX_NAME_LEN} characters (e.g. `extract-mytool`)",
-            agentforge_core::sanitize::line(&super::cut(name, 80))
+            agentforge_core::sanitize::line(&super::clean_line(name, 80))
         ))
     }
 }

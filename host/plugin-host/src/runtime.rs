@@ -209,7 +209,7 @@ impl CallState {
     fn push_log(&mut self, line: String) {
         if self.logs.len() < MAX_LOG_LINES {
             // One line, no escapes: it is printed on the user's terminal.
-            self.logs.push(super::cut(
+            self.logs.push(super::clean_line(
                 &agentforge_core::sanitize::line(&line),
                 MAX_LOG_LINE,
             ));
@@ -470,7 +470,7 @@ fn panic_message(stderr: &str) -> Option<String> {
         location.trim_end_matches(':').trim(),
         message.join(" ").trim()
     );
-    Some(super::cut(&message, 1000))
+    Some(super::clean_line(&message, 1000))
 }
 
 /// A compiled component, from the cache or freshly compiled (then written to the cache).

@@ -180,7 +180,7 @@ impl WasmTool {
             },
             output: agentforge_core::sanitize::text(&o.output).into_owned(),
         })
-        .map_err(|e| super::cut(&e, 2000)))
+        .map_err(|e| super::clean_line(&e, 2000)))
     }
 }
 

@@ -11,6 +11,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::StatusCode;
 
 use super::ProviderError;
+use agentforge_core::text::cut;
 
 /// Longest `retry-after` honoured when `max_backoff` is shorter: a server
 /// asking for more than this is capped so a run cannot hang for hours.
@@ -403,7 +404,7 @@ fn error_message(status: StatusCode, body: &[u8]) -> String {
         for ptr in ["/error/message", "/message", "/error"] {
             if let Some(m) = json.pointer(ptr).and_then(|v| v.as_str()) {
                 if !m.trim().is_empty() {
-                    return truncate(m.trim(), 500);
+                    return cut(m.trim(), 500).into_owned();
                 }
             }
         }
@@ -427,18 +428,7 @@ fn snippet(body: &[u8]) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    truncate(&one_line, 300)
-}
-
-/// At most `max` characters, with an ellipsis when cut.
-fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max).collect();
-        t.push('…');
-        t
-    }
+    cut(&one_line, 300).into_owned()
 }
 
 /// `base` without trailing slashes, validated as an http(s) URL.

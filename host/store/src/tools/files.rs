@@ -16,6 +16,7 @@ use super::read::{read_regular_file, ReadError};
 use super::snapshot::{atomic_write, snapshot_files, MAX_SNAPSHOT_BYTES};
 use super::{FileOutcome, Workspace};
 use agentforge_core::state::ActionResult;
+use agentforge_core::text::cut;
 
 /// Most search hits listed; the rest are only counted.
 const MAX_SEARCH_HITS: usize = 50;
@@ -743,7 +744,7 @@ pub(crate) fn search(
                 hits.push(format!(
                     "{rel}:{}: {}",
                     i + 1,
-                    cut(line.trim(), MAX_HIT_CHARS)
+                    cut(line.trim(), MAX_HIT_CHARS - 1)
                 ));
             }
         }
@@ -774,14 +775,4 @@ pub(crate) fn search(
         Vec::new(),
         Some(content),
     )
-}
-
-/// `text` cut to at most `max` characters (the last being `…` when cut).
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
-    s.push('…');
-    s
 }
