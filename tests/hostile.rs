@@ -277,6 +277,28 @@ fn manifests_cannot_reach_outside_their_folder_or_lift_limits() {
         "{stderr}"
     );
     assert!(stderr.contains("`reuse_instance` not granted"), "{stderr}");
+    // A folder named like the host's embedded plugins gets no trust from its name: the
+    // same caps apply (the origin is passed by the loader, not read from the path).
+    std::fs::rename(&dir, tmp.path().join("builtin:plugins")).unwrap();
+    let named = af(
+        tmp.path(),
+        &[
+            "extract",
+            "--tool",
+            "bomb",
+            "--plugins",
+            "builtin:plugins",
+            "--no-builtin",
+        ],
+        "",
+    );
+    let (_, stderr) = text(&named);
+    assert!(
+        stderr.contains("capped at the project's ceiling 32"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`reuse_instance` not granted"), "{stderr}");
+    std::fs::rename(tmp.path().join("builtin:plugins"), &dir).unwrap();
     let looped = af(
         tmp.path(),
         &["extract", "--tool", "sleep", "--plugins", p, "--no-builtin"],

@@ -531,6 +531,38 @@ enum Call {
     FinishSubtask(focus::FinishSubtask),
 }
 
+/// The action name recorded for a reply without a usable tool call.
+const INVALID_REPLY: &str = "invalid_reply";
+
+/// Stage *classify*'s output: the recorded name and bounded arguments, and the call (or
+/// the problem fed back to the next step).
+struct Classified {
+    action_name: String,
+    parameters: Value,
+    call: Result<Call, String>,
+}
+
+/// Stage *act*'s output: the verified outcome and what the guards and the record need.
+struct Acted {
+    executed: Executed,
+    target: Option<String>,
+    exact_signature: Option<String>,
+    feedback: Option<String>,
+}
+
+/// What stage *decide* looks at: the step as classified and acted.
+struct Observed<'a> {
+    action_name: &'a str,
+    parameters: &'a Value,
+    acted: &'a Acted,
+}
+
+/// Stage *decide*'s output.
+struct Decided {
+    detection: Option<LoopWarning>,
+    feedback: Option<String>,
+}
+
 /// Outcome of executing one action, before it is recorded.
 struct Executed {
     result: ActionResult,
@@ -540,6 +572,8 @@ struct Executed {
     gathered_context: bool,
     changed_files: bool,
     verification_ran: bool,
+    /// The change broke a passing check and was undone (auto-revert).
+    reverted: bool,
     file_hashes: std::collections::BTreeMap<String, String>,
 }
 
@@ -553,6 +587,7 @@ impl Executed {
             gathered_context: false,
             changed_files: false,
             verification_ran: false,
+            reverted: false,
             file_hashes: Default::default(),
         }
     }
@@ -1100,7 +1135,11 @@ impl<'r> Executor<'r> {
         }
     }
 
-    /// Applies the model's answer: validate, guard, execute, verify, record.
+    /// Applies the model's answer, as a pipeline of stages whose signatures say what each
+    /// may change: [`classify`](Self::classify) (reads only), [`act`](Self::act) (guard,
+    /// act, observe: verification, files, facts, plan tree, memory),
+    /// [`decide`](Self::decide) (loops, plan tree, phase, budget), then the step's
+    /// accounting and [`record`](Self::record) (masking and the crash-safe writes).
     pub async fn apply(
         &self,
         prepared: PreparedStep,
@@ -1119,23 +1158,70 @@ impl<'r> Executor<'r> {
         let started = Instant::now();
         let schema = self.schema(&spec.task_type)?;
         let phase_before = state.phase.clone();
-        let max_invalid = self.rt.config.limits.max_invalid_replies;
 
-        // Classify the reply; a bad answer is an expected event fed back to the next step.
-        let (action_name, parameters, parsed) = match &response.reply {
+        let classified = self.classify(&response.reply, &offered, &state.phase);
+        let acted = self
+            .act(classified.call, step, &spec, &mut state, &mut memory)
+            .await?;
+        let decided = self.decide(
+            step,
+            schema,
+            &spec,
+            Observed {
+                action_name: &classified.action_name,
+                parameters: &classified.parameters,
+                acted: &acted,
+            },
+            &log_tail,
+            &mut state,
+        )?;
+        // The step's accounting, then the record carrying the state after it.
+        state.step = step;
+        state.feedback = decided.feedback;
+        let tokens = prompt.total_tokens as u64;
+        state.tokens.context_tokens += tokens;
+        state.tokens.max_context_tokens = state.tokens.max_context_tokens.max(tokens);
+        state.tokens.input_tokens += response.usage.input_tokens;
+        state.tokens.output_tokens += response.usage.output_tokens;
+        let record = ActionRecord {
+            step,
+            phase: phase_before,
+            action: classified.action_name,
+            target: acted.target,
+            parameters: classified.parameters,
+            result: acted.executed.result,
+            summary: acted.executed.summary,
+            error: acted.executed.error,
+            duration_ms: started.elapsed().as_millis() as u64,
+            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            context_tokens: tokens,
+            usage: response.usage,
+            output_artifact: acted.executed.output_artifact,
+            loop_detection: decided.detection,
+            file_hashes: acted.executed.file_hashes,
+            state_after: state,
+        };
+        let record = self.record(record, memory)?;
+        Ok(StepReport { record })
+    }
+
+    /// Stage *classify*: what the reply asks for, as a typed call, or the problem to feed
+    /// back (no tool call, an unknown or unoffered tool, invalid arguments). Reads the
+    /// offered tools; changes nothing.
+    fn classify(&self, reply: &ModelReply, offered: &[String], phase: &str) -> Classified {
+        match reply {
             ModelReply::ToolCall { name, arguments } => {
                 let extra = self.rt.tools.iter().find(|t| t.name() == name);
                 let known = builtin_tool_specs().iter().any(|t| &t.name == name)
                     || name == PLAN_TOOL
                     || name == FINISH_SUBTASK_TOOL
                     || extra.is_some();
-                let parsed = if !known {
+                let call = if !known {
                     // Only what this phase offers: naming other tools invites more misses.
-                    Err(unknown_tool_feedback(name, &offered))
+                    Err(unknown_tool_feedback(name, offered))
                 } else if !offered.contains(name) {
                     Err(format!(
-                        "`{name}` is not available in phase {}; call one of: {}",
-                        state.phase,
+                        "`{name}` is not available in phase {phase}; call one of: {}",
                         offered.join(", ")
                     ))
                 } else if name == PLAN_TOOL {
@@ -1167,36 +1253,53 @@ impl<'r> Executor<'r> {
                         .map_err(|e| e.to_string())
                 };
                 // The record keeps bounded arguments; the action runs with all of them.
-                (
-                    bound_text(name, MAX_ACTION_NAME_CHARS),
-                    bound_parameters(arguments),
-                    parsed,
-                )
+                Classified {
+                    action_name: bound_text(name, MAX_ACTION_NAME_CHARS),
+                    parameters: bound_parameters(arguments),
+                    call,
+                }
             }
-            ModelReply::NoToolCall { text } => (
-                "invalid_reply".to_string(),
-                Value::Null,
-                Err(format!(
+            ModelReply::NoToolCall { text } => Classified {
+                action_name: INVALID_REPLY.to_string(),
+                parameters: Value::Null,
+                call: Err(format!(
                     "your reply had no tool call (it said: \"{}\"); call exactly one of: {}",
                     cut(text.trim(), 200),
                     offered.join(", ")
                 )),
-            ),
-            ModelReply::MalformedArguments { name, raw, error } => (
-                bound_text(name, MAX_ACTION_NAME_CHARS),
-                Value::String(cut(raw, 1000).into_owned()),
-                Err(format!("the arguments of `{}` are not valid JSON ({}); send one JSON object matching the tool's schema", cut(name, MAX_ACTION_NAME_CHARS), cut(error, MAX_ERROR_CHARS))),
-            ),
-        };
+            },
+            ModelReply::MalformedArguments { name, raw, error } => Classified {
+                action_name: bound_text(name, MAX_ACTION_NAME_CHARS),
+                parameters: Value::String(cut(raw, 1000).into_owned()),
+                call: Err(format!(
+                    "the arguments of `{}` are not valid JSON ({}); send one JSON object matching the tool's schema",
+                    cut(name, MAX_ACTION_NAME_CHARS),
+                    cut(error, MAX_ERROR_CHARS)
+                )),
+            },
+        }
+    }
 
+    /// Stages *guard*, *act* and *observe*: the guards decide, the call runs (file
+    /// actions with a snapshot, checks, tools, the plan tree), its output becomes facts
+    /// and a verified outcome. Changes the state's verification, files, facts, plan
+    /// tree and invalid-reply count, and the working memory; nothing else.
+    async fn act(
+        &self,
+        call: Result<Call, String>,
+        step: u64,
+        spec: &TaskSpec,
+        state: &mut TaskState,
+        memory: &mut WorkingMemory,
+    ) -> Result<Acted, ExecError> {
         let mut target = None;
         let mut exact_signature: Option<String> = None;
         let mut feedback: Option<String> = None;
-        let executed = match parsed {
+        let executed = match call {
             Err(problem) => {
                 state.consecutive_invalid += 1;
                 feedback = Some(format!("Previous reply was invalid: {problem}"));
-                if state.consecutive_invalid >= max_invalid {
+                if state.consecutive_invalid >= self.rt.config.limits.max_invalid_replies {
                     state.status = TaskStatus::Escalated;
                     state.status_reason = Some(format!(
                         "{} invalid model replies in a row; last: {problem}",
@@ -1236,7 +1339,7 @@ impl<'r> Executor<'r> {
                     });
                     self.rt
                         .guards
-                        .check_write("subtask.tested", &args, &spec, &state)
+                        .check_write("subtask.tested", &args, spec, state)
                 } else {
                     GuardDecision::Allow
                 };
@@ -1260,15 +1363,13 @@ impl<'r> Executor<'r> {
                     .target()
                     .map(|t| bound_text(&t, MAX_LOGGED_TARGET_CHARS));
                 exact_signature = Some(agentforge_core::guards::exact_signature(&action));
-                match self.rt.guards.check(&action, &spec, &state) {
+                match self.rt.guards.check(&action, spec, state) {
                     GuardDecision::Deny(reason) => refused(reason, &mut feedback),
                     decision => {
                         if let GuardDecision::Warn(w) = decision {
                             feedback = Some(format!("warning: {w}"));
                         }
-                        let e = self
-                            .execute(&action, step, &spec, &mut state, &mut memory)
-                            .await?;
+                        let e = self.execute(&action, step, spec, state, memory).await?;
                         // Understanding of the edit itself (what changed where, why it
                         // failed), next to the facts of the checks it triggered.
                         if action.mutates_files() {
@@ -1291,10 +1392,7 @@ impl<'r> Executor<'r> {
                             merge_facts(&mut state.facts, facts);
                         }
                         // A plain failure is visible in `recent`; only a revert needs a louder note.
-                        if e.result == ActionResult::Failure
-                            && feedback.is_none()
-                            && e.summary.starts_with("reverted")
-                        {
+                        if e.reverted && feedback.is_none() {
                             feedback = Some(e.summary.clone());
                         }
                         e
@@ -1302,19 +1400,45 @@ impl<'r> Executor<'r> {
                 }
             }
         };
-
         // Bounded once, here: the loop detector compares this step with logged ones.
         let mut executed = executed;
         executed.summary = cut(&executed.summary, MAX_SUMMARY_CHARS).into_owned();
         executed.error = executed
             .error
             .map(|e| cut(&e, MAX_ERROR_CHARS).into_owned());
+        Ok(Acted {
+            executed,
+            target,
+            exact_signature,
+            feedback,
+        })
+    }
 
+    /// Stage *decide*: loop detection on the step as observed, the plan tree's account
+    /// of it, the phase machine and the step budget. Changes the state's phase, status,
+    /// plan tree and blocked actions; returns the detection and the feedback for the
+    /// next step.
+    fn decide(
+        &self,
+        step: u64,
+        schema: &dyn ContextSchema,
+        spec: &TaskSpec,
+        observed: Observed<'_>,
+        log_tail: &[ActionRecord],
+        state: &mut TaskState,
+    ) -> Result<Decided, ExecError> {
+        let Observed {
+            action_name,
+            parameters,
+            acted,
+        } = observed;
+        let executed = &acted.executed;
+        let mut feedback = acted.feedback.clone();
         let ran_checks = !state.verification.checks.is_empty();
         let current = StepView {
             step,
-            action: action_name.clone(),
-            target: target.clone(),
+            action: action_name.to_string(),
+            target: acted.target.clone(),
             parameters: parameters.clone(),
             result: executed.result,
             error: executed.error.clone(),
@@ -1325,18 +1449,18 @@ impl<'r> Executor<'r> {
             output_len: None,
         };
         let detection =
-            self.detect_loop(&mut state, &log_tail, current, exact_signature.as_deref())?;
+            self.detect_loop(state, log_tail, current, acted.exact_signature.as_deref())?;
 
         // The plan: this step belongs to the active subtask; a reverted change is a
         // failure of that subtask (two failures block it, seed 004).
-        if !action_name.is_empty() && action_name != "invalid_reply" {
+        if !action_name.is_empty() && action_name != INVALID_REPLY {
             state.focus.record_action(step);
         }
-        if executed.summary.starts_with("reverted") {
-            self.subtask_failed(&mut state, &executed.summary);
+        if executed.reverted {
+            self.subtask_failed(state, &executed.summary);
         }
         if let Some(d) = &detection {
-            self.subtask_failed(&mut state, &format!("loop: {}", d.description));
+            self.subtask_failed(state, &format!("loop: {}", d.description));
         }
 
         // Phase machine.
@@ -1357,7 +1481,7 @@ impl<'r> Executor<'r> {
             graph.advance(&mut machine, step, &signals);
             state.phase = machine.current.clone();
             state.phase_steps = machine.phase_steps;
-            self.check_budget(&spec, &mut state, &log_tail, step, &mut feedback)?;
+            self.check_budget(spec, state, log_tail, step, &mut feedback)?;
         }
         if state.status.is_terminal() {
             // The working phase stays in `state.phase` (prompts and `context` need it);
@@ -1380,41 +1504,27 @@ impl<'r> Executor<'r> {
         let excess = machine.history.len().saturating_sub(MAX_PHASE_HISTORY);
         machine.history.drain(..excess);
         state.phase_history = machine.history;
+        Ok(Decided {
+            detection,
+            feedback,
+        })
+    }
 
-        state.step = step;
-        state.feedback = feedback;
-        let tokens = prompt.total_tokens as u64;
-        state.tokens.context_tokens += tokens;
-        state.tokens.max_context_tokens = state.tokens.max_context_tokens.max(tokens);
-        state.tokens.input_tokens += response.usage.input_tokens;
-        state.tokens.output_tokens += response.usage.output_tokens;
-
+    /// Stage *record*: secrets are masked, then working memory, the fsynced log line
+    /// (the step is done once it is on disk) and `state.yaml` are written, in that order
+    /// (crash-safe at every point).
+    fn record(
+        &self,
+        mut record: ActionRecord,
+        mut memory: WorkingMemory,
+    ) -> Result<ActionRecord, ExecError> {
+        let step = record.step;
         // Nothing stored carries a key value the host holds (a read of a `.env`, an
-        // error quoting a check's output...): state, memory and the log line are masked.
+        // error quoting a check's output...): memory and the log line (and the state it
+        // carries) are masked.
         let secrets = agentforge_store::secrets::secrets();
         secrets.mask_serde(&mut memory);
-        let mut record = ActionRecord {
-            step,
-            phase: phase_before,
-            action: action_name,
-            target,
-            parameters,
-            result: executed.result,
-            summary: executed.summary,
-            error: executed.error,
-            duration_ms: started.elapsed().as_millis() as u64,
-            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            context_tokens: tokens,
-            usage: response.usage,
-            output_artifact: executed.output_artifact,
-            loop_detection: detection,
-            file_hashes: executed.file_hashes,
-            state_after: state.clone(),
-        };
-        // The record carries the state: one pass masks both.
-        if secrets.mask_serde(&mut record) {
-            state = record.state_after.clone();
-        }
+        secrets.mask_serde(&mut record);
         agentforge_core::fault::point("after_action", step);
         // Working memory first: if we die before the log line, the step reruns and its
         // memory item is simply replaced (same key).
@@ -1422,9 +1532,9 @@ impl<'r> Executor<'r> {
         agentforge_core::fault::point("after_memory", step);
         self.dir.append_action(&record)?;
         agentforge_core::fault::point("after_log", step);
-        self.dir.save_state(&state)?;
+        self.dir.save_state(&record.state_after)?;
         agentforge_core::fault::point("after_state", step);
-        Ok(StepReport { record })
+        Ok(record)
     }
 
     async fn execute(
@@ -1592,6 +1702,7 @@ impl<'r> Executor<'r> {
                         .map_err(|source| ExecError::Revert { step, source })?;
                     state.verification = before;
                     e.result = ActionResult::Failure;
+                    e.reverted = true;
                     e.summary = format!(
                         "reverted: {} passed before this change and failed after it; the change was undone",
                         regressed.join(", ")

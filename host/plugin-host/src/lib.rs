@@ -588,7 +588,16 @@ pub fn load_plugin_with(
                     .to_string(),
         });
     }
-    load_parts(folder, manifest, &wasm, &path, cache, opts, started)
+    load_parts(
+        Origin::Folder,
+        folder,
+        manifest,
+        &wasm,
+        &path,
+        cache,
+        opts,
+        started,
+    )
 }
 
 /// `[plugins]`: folders, and what the project allows each plugin (by name).
@@ -652,7 +661,7 @@ pub fn load_builtin(
             let kind = m.kind()?;
             m.reuse_instance = matches!(kind, PluginKind::Extractor | PluginKind::ContextSchema);
             let path = dir.join(&m.component);
-            load_parts(&dir, m, wasm, &path, cache, opts, started)
+            load_parts(Origin::Builtin, &dir, m, wasm, &path, cache, opts, started)
         })
     };
     for loaded in in_parallel(builtins, load) {
@@ -784,7 +793,18 @@ pub fn default_cache_dir() -> PathBuf {
 }
 
 /// Loads a plugin from its parsed manifest and component bytes.
+/// Where a plugin comes from: the host's own embedded built-ins are trusted (their own
+/// limits, a kept instance); a folder plugin gets what the project grants. Passed
+/// explicitly, never inferred from a path (a folder could be named like anything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Builtin,
+    Folder,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn load_parts(
+    origin: Origin,
     folder: &Path,
     manifest: Manifest,
     wasm: &[u8],
@@ -852,7 +872,7 @@ fn load_parts(
     };
     let name = manifest.name.clone();
     let cfg = &opts.config;
-    let builtin = folder.to_string_lossy().starts_with("builtin:");
+    let builtin = origin == Origin::Builtin;
     let (limits, mut notes) = Limits::resolve(&manifest.limits, &cfg.limits, &name, builtin);
     // Keeping an instance lets one call's leftovers reach the next: the project decides.
     let reuse = manifest.reuse_instance && (builtin || cfg.reuse_instance.contains(&name));
