@@ -136,59 +136,82 @@ impl Budgets {
 
     /// Sets the budgets named in `entries` (`[budget]` keys, e.g. a task type's); an
     /// unknown key is an error naming it.
-    pub fn apply(&mut self, entries: &[(String, u32)]) -> Result<(), String> {
+    pub fn apply(&mut self, entries: &[(String, u32)]) -> Result<(), BudgetError> {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut v = serde_json::to_value(&*self).map_err(|e| e.to_string())?;
-        let map = v
-            .as_object_mut()
-            .ok_or_else(|| "budgets are not an object".to_string())?;
+        // Through serde, so the keys are exactly the struct's fields (one source).
+        let serde_json::Value::Object(mut map) =
+            serde_json::to_value(&*self).expect("budgets serialize")
+        else {
+            unreachable!("budgets serialize to an object")
+        };
         for (key, value) in entries {
             if !map.contains_key(key) {
-                let known: Vec<&String> = map.keys().collect();
-                return Err(format!(
-                    "unknown budget `{key}` (known: {})",
-                    known
-                        .iter()
-                        .map(|k| k.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+                return Err(BudgetError::Unknown {
+                    key: key.clone(),
+                    known: map.keys().cloned().collect(),
+                });
             }
             map.insert(key.clone(), serde_json::Value::from(*value));
         }
-        *self = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        *self = serde_json::from_value(serde_json::Value::Object(map))
+            .expect("budgets deserialize from their own keys");
         Ok(())
     }
 
     /// Checks that no budget is zero and that the sections add up to at most `total`.
     /// The message names the offending field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BudgetError> {
         if self.total == 0 {
-            return Err("total must be at least 1 token".to_string());
+            return Err(BudgetError::Zero("total"));
         }
         for (name, value) in self.sections() {
             if value == 0 {
-                return Err(format!("{name} must be at least 1 token"));
+                return Err(BudgetError::Zero(name));
             }
         }
         let sum: usize = self.sections().iter().map(|(_, v)| v).sum();
         if sum > self.total {
-            let parts: Vec<String> = self
-                .sections()
-                .iter()
-                .map(|(n, v)| format!("{n} {v}"))
-                .collect();
-            return Err(format!(
-                "the section budgets add up to {sum} tokens ({}), over total = {}: \
-                 lower a section or raise total",
-                parts.join(" + "),
-                self.total
-            ));
+            return Err(BudgetError::OverTotal {
+                sum,
+                parts: self
+                    .sections()
+                    .iter()
+                    .map(|(n, v)| format!("{n} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                total: self.total,
+            });
         }
         Ok(())
     }
+}
+
+/// A `[budget]` table that cannot work; the message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// A key that is no budget.
+    #[error("unknown budget `{key}` (known: {})", known.join(", "))]
+    Unknown {
+        /// The key given.
+        key: String,
+        /// The budgets there are.
+        known: Vec<String>,
+    },
+    /// A budget of zero tokens.
+    #[error("{0} must be at least 1 token")]
+    Zero(&'static str),
+    /// Sections that do not fit the total.
+    #[error("the section budgets add up to {sum} tokens ({parts}), over total = {total}: lower a section or raise total")]
+    OverTotal {
+        /// Their sum.
+        sum: usize,
+        /// `name value + ...`.
+        parts: String,
+        /// `total`.
+        total: usize,
+    },
 }
 
 /// The task frame: what the task is and where it stands.

@@ -76,11 +76,9 @@ pub enum PromptError {
 const TEMPLATE_FUEL: u64 = 200_000;
 
 /// Whether `source` compiles as a template (the message says where it does not).
-pub fn check_template(source: &str) -> Result<(), String> {
+pub fn check_template(source: &str) -> Result<(), minijinja::Error> {
     let mut env = minijinja::Environment::new();
     env.add_template_owned("t", source.to_string())
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// Largest project template file read (a template is a page of text).

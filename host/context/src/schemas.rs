@@ -37,6 +37,16 @@ pub fn builtin_action(name: &str) -> Option<&'static str> {
     BUILTIN_ACTIONS.iter().copied().find(|a| *a == name)
 }
 
+/// A task type that is not registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown task type `{name}`; known task types: {}", known.join(", "))]
+pub struct UnknownTaskType {
+    /// The name asked for.
+    pub name: String,
+    /// The registered task types, sorted.
+    pub known: Vec<String>,
+}
+
 /// A task type.
 pub trait ContextSchema: Send + Sync {
     /// Task type name, as in `task.yaml` `task_type`.
@@ -169,15 +179,13 @@ impl SchemaRegistry {
     }
 
     /// The task type `task_type`, or an error listing the known ones.
-    pub fn get(&self, task_type: &str) -> Result<&dyn ContextSchema, String> {
+    pub fn get(&self, task_type: &str) -> Result<&dyn ContextSchema, UnknownTaskType> {
         self.schemas
             .get(task_type)
             .map(|b| b.as_ref())
-            .ok_or_else(|| {
-                format!(
-                    "unknown task type `{task_type}`; known task types: {}",
-                    self.schemas.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
+            .ok_or_else(|| UnknownTaskType {
+                name: task_type.to_string(),
+                known: self.schemas.keys().cloned().collect(),
             })
     }
 
@@ -561,7 +569,7 @@ mod tests {
     fn unknown_task_type_lists_known_ones() {
         let mut r = SchemaRegistry::default();
         r.register(Box::new(FixViolation())).unwrap();
-        let err = r.get("refactor").err().unwrap();
+        let err = r.get("refactor").err().unwrap().to_string();
         assert!(err.contains("known task types: fix_violation"), "{err}");
     }
 

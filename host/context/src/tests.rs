@@ -703,12 +703,16 @@ fn budgets_validate_names_the_field() {
         feedback: 0,
         ..Budgets::default()
     };
-    assert!(zero.validate().unwrap_err().contains("feedback"));
+    assert!(zero
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("feedback"));
     let over = Budgets {
         current_state: 5000,
         ..Budgets::default()
     };
-    let msg = over.validate().unwrap_err();
+    let msg = over.validate().unwrap_err().to_string();
     assert!(
         msg.contains("total") && msg.contains("current_state 5000"),
         "{msg}"

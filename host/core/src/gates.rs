@@ -9,6 +9,21 @@ use crate::command::CommandOutput;
 use crate::state::{Fact, FactCategory};
 use crate::task::CheckSpec;
 
+/// Two gates judging the same check (or both judging any check, `*`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "gates `{first}` and `{second}` {}; keep one, or narrow one's checks (config `checks`)",
+    if check == "*" { "both judge every check (`*`)".to_string() } else { format!("both judge check `{check}`") }
+)]
+pub struct GateConflict {
+    /// The gate added first.
+    pub first: String,
+    /// The gate that conflicts with it.
+    pub second: String,
+    /// The check both claim (`*`: any).
+    pub check: String,
+}
+
 /// A gate's verdict on one check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateVerdict {
@@ -90,20 +105,15 @@ impl Default for Gates {
 impl Gates {
     /// Adds a gate. Two gates naming the same check (or both judging any check) is an
     /// error naming both: which one decides would be an accident of load order.
-    pub fn push(&mut self, gate: Box<dyn Gate>) -> Result<(), String> {
+    pub fn push(&mut self, gate: Box<dyn Gate>) -> Result<(), GateConflict> {
         let claims = gate.checks();
         for (other_claims, other) in &self.list {
             if let Some(c) = other_claims.iter().find(|c| claims.contains(c)) {
-                let what = if c == "*" {
-                    "both judge every check (`*`)".to_string()
-                } else {
-                    format!("both judge check `{c}`")
-                };
-                return Err(format!(
-                    "gates `{}` and `{}` {what}; keep one, or narrow one's checks (config `checks`)",
-                    other.name(),
-                    gate.name()
-                ));
+                return Err(GateConflict {
+                    first: other.name().to_string(),
+                    second: gate.name().to_string(),
+                    check: c.clone(),
+                });
             }
         }
         self.list.push((claims, gate));
@@ -173,9 +183,13 @@ mod tests {
         let e = g
             .push(Box::new(Named("b", &["lint", "tests"])))
             .unwrap_err();
-        assert!(e.contains("`a` and `b` both judge check `tests`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("`a` and `b` both judge check `tests`"),
+            "{e}"
+        );
         g.push(Box::new(Named("c", &["*"]))).unwrap();
         let e = g.push(Box::new(Named("d", &["*"]))).unwrap_err();
-        assert!(e.contains("every check"), "{e}");
+        assert!(e.to_string().contains("every check"), "{e}");
     }
 }

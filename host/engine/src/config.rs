@@ -294,10 +294,10 @@ impl Config {
     /// Applies `AGENTFORGE_*` overrides using `get` to read variables.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         if let Some(kind) = get("AGENTFORGE_PROVIDER") {
-            self.provider.kind = parse_kind(&kind).map_err(|message| ConfigError::Value {
+            self.provider.kind = parse_kind(&kind).map_err(|e| ConfigError::Value {
                 origin: "environment".into(),
                 field: "AGENTFORGE_PROVIDER".into(),
-                message,
+                message: e.to_string(),
             })?;
         }
         if let Some(model) = get("AGENTFORGE_MODEL") {
@@ -317,7 +317,9 @@ impl Config {
             field: field.to_string(),
             message,
         };
-        self.budget.validate().map_err(|m| err("budget", m))?;
+        self.budget
+            .validate()
+            .map_err(|m| err("budget", m.to_string()))?;
         if self.limits.max_steps == 0 {
             return Err(err("limits.max_steps", "must be at least 1".into()));
         }
@@ -403,15 +405,18 @@ impl Config {
     }
 }
 
+/// A provider name that is none of the known ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown provider `{0}`; use anthropic, openai or replay")]
+pub struct UnknownProvider(pub String);
+
 /// Parses a provider name as given on the command line or in the environment.
-pub fn parse_kind(s: &str) -> Result<ProviderKind, String> {
+pub fn parse_kind(s: &str) -> Result<ProviderKind, UnknownProvider> {
     match s {
         "anthropic" => Ok(ProviderKind::Anthropic),
         "openai" => Ok(ProviderKind::Openai),
         "replay" => Ok(ProviderKind::Replay),
-        other => Err(format!(
-            "unknown provider `{other}`; use anthropic, openai or replay"
-        )),
+        other => Err(UnknownProvider(other.to_string())),
     }
 }
 

@@ -134,6 +134,9 @@ pub enum ExecError {
         #[source]
         source: tools::ToolError,
     },
+    /// The task's type is not registered.
+    #[error(transparent)]
+    UnknownTaskType(#[from] agentforge_context::schemas::UnknownTaskType),
     /// A stop was requested ([`StopRequest`]): the run stopped at a safe point, with
     /// every recorded step kept and the unrecorded one rolled back; `resume` continues.
     #[error("interrupted before step {step} was recorded")]
@@ -166,7 +169,10 @@ impl ExecError {
     /// The exit code this error ends a run with ([`exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            ExecError::Config(_) | ExecError::Prompt(_) | ExecError::Context(_) => exit::USAGE,
+            ExecError::Config(_)
+            | ExecError::UnknownTaskType(_)
+            | ExecError::Prompt(_)
+            | ExecError::Context(_) => exit::USAGE,
             ExecError::Store(StoreError::Busy { .. }) => exit::BUSY,
             ExecError::Store(StoreError::Io { .. })
             | ExecError::Rollback { .. }
@@ -178,6 +184,40 @@ impl ExecError {
             ExecError::Interrupted { .. } => exit::INTERRUPTED,
         }
     }
+}
+
+/// Why a run's plugins could not be wired in (each names what to fix).
+#[derive(Debug, thiserror::Error)]
+pub enum PluginSetupError {
+    /// A built-in plugin failed to load: the binary is broken.
+    #[error("built-in plugins: {}", .0.join("; "))]
+    Builtin(Vec<String>),
+    /// A `--plugins` or `[plugins] dirs` folder does not exist.
+    #[error("plugin folder {} does not exist", .0.display())]
+    MissingFolder(std::path::PathBuf),
+    /// Two gates claim one check.
+    #[error(transparent)]
+    Gates(#[from] agentforge_core::gates::GateConflict),
+    /// Two folder plugins define one task type.
+    #[error("plugins `{first}` and `{second}` both define task type `{task_type}`; keep one")]
+    TaskTypeTwice {
+        /// The plugin loaded first.
+        first: String,
+        /// The other one.
+        second: String,
+        /// The task type both define.
+        task_type: String,
+    },
+    /// Two tools of one name.
+    #[error("tool `{tool}` is defined twice ({first} and plugin {second}); keep one")]
+    ToolTwice {
+        /// The tool's name.
+        tool: String,
+        /// Where the first comes from.
+        first: String,
+        /// The plugin defining it again.
+        second: String,
+    },
 }
 
 /// Asks a run to stop at its next safe point: between two steps, or by abandoning the
@@ -310,7 +350,10 @@ impl Runtime {
     /// plugin replaces a task type of the same name. Returns the load errors of broken
     /// plugins, which are skipped; two folder plugins claiming one task type, tool or
     /// check is an error naming both, and so is a broken built-in.
-    pub fn load_plugins(&mut self, dirs: &[std::path::PathBuf]) -> Result<Vec<String>, String> {
+    pub fn load_plugins(
+        &mut self,
+        dirs: &[std::path::PathBuf],
+    ) -> Result<Vec<String>, PluginSetupError> {
         use agentforge_plugin_host::{load_builtin, load_dir_with, LoadOptions};
         let cache = agentforge_plugin_host::default_cache_dir();
         let mut opts = LoadOptions::new(&self.workspace, &self.config.plugins);
@@ -324,7 +367,7 @@ impl Runtime {
                 self.workspace.root().join(dir)
             };
             if !dir.is_dir() {
-                return Err(format!("plugin folder {} does not exist", dir.display()));
+                return Err(PluginSetupError::MissingFolder(dir));
             }
             self.workspace
                 .protect(&dir, "a plugin folder this run loads plugins from");
@@ -339,7 +382,7 @@ impl Runtime {
         let (builtin, errors) = load_builtin(agentforge_builtins::BUILTIN_PLUGINS, &cache, &opts);
         if !errors.is_empty() {
             let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-            return Err(format!("built-in plugins: {}", all.join("; ")));
+            return Err(PluginSetupError::Builtin(all));
         }
         let (from_folders, refused) = agentforge_plugin_host::replacements(
             &builtin,
@@ -366,7 +409,7 @@ impl Runtime {
     fn install(
         &mut self,
         plugins: Vec<agentforge_plugin_host::LoadedPlugin>,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, PluginSetupError> {
         let mut schemas: Vec<agentforge_plugin_host::WasmSchema> = Vec::new();
         // A folder's gate takes over the checks it names from the built-in gates (a
         // folder `*` gate replaces the built-in `*` one); two folder gates on one check
@@ -396,23 +439,21 @@ impl Runtime {
                 match schemas.iter().position(|o| o.name() == s.name()) {
                     Some(i) if schemas[i].is_builtin() && !builtin => schemas[i] = s,
                     Some(i) => {
-                        return Err(format!(
-                            "plugins `{}` and `{}` both define task type `{}`; keep one",
-                            schemas[i].plugin(),
-                            p.name(),
-                            s.name()
-                        ))
+                        return Err(PluginSetupError::TaskTypeTwice {
+                            first: schemas[i].plugin().to_string(),
+                            second: p.name().to_string(),
+                            task_type: s.name().to_string(),
+                        })
                     }
                     None => schemas.push(s),
                 }
             } else if let Some(t) = p.as_tool() {
                 if let Some(other) = self.tools.iter().find(|o| o.name() == t.name()) {
-                    return Err(format!(
-                        "tool `{}` is defined twice ({} and plugin {}); keep one",
-                        t.name(),
-                        other.source(),
-                        p.name()
-                    ));
+                    return Err(PluginSetupError::ToolTwice {
+                        tool: t.name().to_string(),
+                        first: other.source(),
+                        second: p.name().to_string(),
+                    });
                 }
                 self.tools.push(Box::new(t));
             }
@@ -433,10 +474,7 @@ impl Runtime {
 
     /// Creates a task's folder from its spec, validating the task type and checks first.
     pub fn create_task(&self, spec: &TaskSpec) -> Result<TaskDir, ExecError> {
-        let schema = self
-            .schemas
-            .get(&spec.task_type)
-            .map_err(ExecError::Config)?;
+        let schema = self.schemas.get(&spec.task_type)?;
         self.checks_for(spec)?;
         let limit =
             StepLimit::resolve(self.max_steps, spec.max_steps, self.config.limits.max_steps);
@@ -865,7 +903,7 @@ impl<'r> Executor<'r> {
     }
 
     fn schema(&self, task_type: &str) -> Result<&'r dyn ContextSchema, ExecError> {
-        self.rt.schemas.get(task_type).map_err(ExecError::Config)
+        Ok(self.rt.schemas.get(task_type)?)
     }
 
     /// Builds the next step's prompt from the state on disk, without calling the model.
