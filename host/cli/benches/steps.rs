@@ -60,7 +60,7 @@ fn reply(step: u64) -> (String, serde_json::Value) {
             json!({"path": "src/lib.rs", "start_line": 1, "end_line": 80}),
         ),
         2 => {
-            let (from, to) = if (step / 5) % 2 == 0 {
+            let (from, to) = if (step / 5).is_multiple_of(2) {
                 ("let value = 1;", "let value = 2;")
             } else {
                 ("let value = 2;", "let value = 1;")

@@ -821,7 +821,7 @@ fn load_parts(
             path: path.clone(),
             message: format!("{e:#}"),
         })?;
-    let mismatch = |e: anyhow::Error| PluginLoadError::ContractMismatch {
+    let mismatch = |e: wasmtime::Error| PluginLoadError::ContractMismatch {
         plugin: manifest.name.clone(),
         kind,
         api: manifest.api.clone(),
@@ -865,7 +865,7 @@ fn load_parts(
             Pre::GuardV0_1(v0_1::guard::GuardPre::new(pre).map_err(mismatch)?)
         }
         (ApiVersion::V0_1, PluginKind::ContextSchema | PluginKind::Tool) => {
-            return Err(mismatch(anyhow::anyhow!(
+            return Err(mismatch(wasmtime::format_err!(
                 "API 0.1.0 has no `{kind}` world (it came in 0.2.0); build the plugin against 0.2.0"
             )))
         }
@@ -1064,8 +1064,8 @@ impl Pre {
 
 /// The error of a call routed to an instance of another world: cannot happen (the
 /// wrappers are only handed out for their kind), but is an error rather than a panic.
-fn wrong_instance() -> anyhow::Error {
-    anyhow::anyhow!("host bug: plugin called through the wrong world")
+fn wrong_instance() -> wasmtime::Error {
+    wasmtime::format_err!("host bug: plugin called through the wrong world")
 }
 
 struct Inner {

@@ -9,7 +9,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use wasmtime_wasi::p2::{OutputStream, Pollable, StdoutStream, StreamError, StreamResult};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
 /// The error a call fails with when a plugin's output or return value is beyond its cap;
 /// [`super::runtime::failure`] turns it into [`super::PluginFailure::OutputTooLarge`].
@@ -25,7 +26,11 @@ pub(crate) struct CapExceeded {
 }
 
 /// Fails with [`CapExceeded`] when `size > limit`: used on a call's returned values.
-pub(crate) fn check_returned(what: &'static str, size: usize, limit: usize) -> anyhow::Result<()> {
+pub(crate) fn check_returned(
+    what: &'static str,
+    size: usize,
+    limit: usize,
+) -> wasmtime::Result<()> {
     if size > limit {
         return Err(CapExceeded { what, limit, size }.into());
     }
@@ -112,12 +117,56 @@ impl Pollable for CappedPipe {
     }
 }
 
+impl IsTerminal for CappedPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
 impl StdoutStream for CappedPipe {
-    fn stream(&self) -> Box<dyn OutputStream> {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
         Box::new(self.clone())
     }
 
-    fn isatty(&self) -> bool {
-        false
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+/// The same cap for the asynchronous writer interface (WASI p3 streams; plugins are p2
+/// components today, which use [`OutputStream`]).
+impl tokio::io::AsyncWrite for CappedPipe {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        bytes: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let mut buf = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        let size = buf.len() + bytes.len();
+        if size > self.cap {
+            let room = self.cap - buf.len();
+            buf.extend_from_slice(&bytes[..room]);
+            return std::task::Poll::Ready(Err(std::io::Error::other(CapExceeded {
+                what: "stdout/stderr",
+                limit: self.cap,
+                size,
+            })));
+        }
+        buf.extend_from_slice(bytes);
+        std::task::Poll::Ready(Ok(bytes.len()))
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::p2::{IoView, WasiCtx, WasiCtxBuilder, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::{v0_1, v0_2};
 use super::capabilities::{CheckAccess, ReadAccess};
@@ -100,14 +100,22 @@ pub(crate) fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// The WASI 0.2 version wasmtime-wasi defines (its `src/p2/wit/deps/clocks.wit`). The
+/// shadow below must use exactly this version: a guest importing any 0.2.x is linked to
+/// the newest 0.2 definition, so a shadow under an older version is silently bypassed and
+/// a guest's `sleep` outlives its deadline (`a_sleeping_plugin_is_stopped_at_its_deadline`
+/// fails). Update it with every wasmtime upgrade.
+const WASI_P2_VERSION: &str = "0.2.12";
+
 /// Replaces WASI's monotonic-clock subscriptions with ones that end at the call's
 /// deadline: the deadline is enforced at epoch ticks, which only happen while guest code
 /// runs, so an unbounded wait in the host (a guest's `sleep`) would outlive it. A clamped
 /// wait returns at the deadline and the next tick traps the call.
-fn bounded_clock_waits(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
+fn bounded_clock_waits(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     use wasmtime::component::Resource;
+    use wasmtime_wasi::clocks::WasiClocksView;
     use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::Host as Clock;
-    use wasmtime_wasi::p2::{DynPollable, IoImpl, WasiImpl};
+    use wasmtime_wasi::p2::DynPollable;
 
     /// The wait in nanoseconds, cut to what is left of the call's deadline (+1 ms).
     fn clamp(state: &CallState, nanos: u64) -> u64 {
@@ -119,38 +127,38 @@ fn bounded_clock_waits(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
     linker.allow_shadowing(true);
     // Shadowing replaces the whole instance: every function of the interface is defined
     // again here, or a plugin that reads the clock could not be linked.
-    let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.3")?;
+    let mut clock = linker.instance(&format!("wasi:clocks/monotonic-clock@{WASI_P2_VERSION}"))?;
     clock.func_wrap(
         "now",
-        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> anyhow::Result<(u64,)> {
-            Ok((WasiImpl(IoImpl(store.data_mut())).now()?,))
+        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> wasmtime::Result<(u64,)> {
+            Ok((store.data_mut().clocks().now()?,))
         },
     )?;
     clock.func_wrap(
         "resolution",
-        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> anyhow::Result<(u64,)> {
-            Ok((WasiImpl(IoImpl(store.data_mut())).resolution()?,))
+        |mut store: wasmtime::StoreContextMut<'_, CallState>, (): ()| -> wasmtime::Result<(u64,)> {
+            Ok((store.data_mut().clocks().resolution()?,))
         },
     )?;
     clock.func_wrap(
         "subscribe-duration",
         |mut store: wasmtime::StoreContextMut<'_, CallState>,
          (nanos,): (u64,)|
-         -> anyhow::Result<(Resource<DynPollable>,)> {
+         -> wasmtime::Result<(Resource<DynPollable>,)> {
             let state = store.data_mut();
             let nanos = clamp(state, nanos);
-            Ok((WasiImpl(IoImpl(state)).subscribe_duration(nanos)?,))
+            Ok((state.clocks().subscribe_duration(nanos)?,))
         },
     )?;
     clock.func_wrap(
         "subscribe-instant",
         |mut store: wasmtime::StoreContextMut<'_, CallState>,
          (when,): (u64,)|
-         -> anyhow::Result<(Resource<DynPollable>,)> {
+         -> wasmtime::Result<(Resource<DynPollable>,)> {
             let state = store.data_mut();
-            let now = WasiImpl(IoImpl(&mut *state)).now()?;
+            let now = state.clocks().now()?;
             let nanos = clamp(state, when.saturating_sub(now));
-            Ok((WasiImpl(IoImpl(state)).subscribe_duration(nanos)?,))
+            Ok((state.clocks().subscribe_duration(nanos)?,))
         },
     )?;
     linker.allow_shadowing(false);
@@ -189,15 +197,12 @@ pub(crate) struct Access {
     pub(crate) config: String,
 }
 
-impl IoView for CallState {
-    fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
-    }
-}
-
 impl WasiView for CallState {
-    fn ctx(&mut self) -> &mut WasiCtx {
-        &mut self.wasi
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -330,7 +335,7 @@ impl ResourceLimiter for Limiter {
         _current: usize,
         desired: usize,
         _maximum: Option<usize>,
-    ) -> anyhow::Result<bool> {
+    ) -> wasmtime::Result<bool> {
         if desired > self.max_memory {
             self.refused = Some(desired);
             return Ok(false);
@@ -343,7 +348,7 @@ impl ResourceLimiter for Limiter {
         _current: usize,
         desired: usize,
         _maximum: Option<usize>,
-    ) -> anyhow::Result<bool> {
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
 }
@@ -408,7 +413,7 @@ pub(crate) fn failure(
     limits: &Limits,
     store: &Store<CallState>,
     stderr: &CappedPipe,
-    err: anyhow::Error,
+    err: wasmtime::Error,
 ) -> PluginError {
     let stderr =
         agentforge_core::sanitize::text(&String::from_utf8_lossy(&stderr.contents())).into_owned();
@@ -478,7 +483,7 @@ fn panic_message(stderr: &str) -> Option<String> {
 pub(crate) fn load_component(
     wasm: &[u8],
     cache: &Path,
-) -> Result<(Arc<Component>, bool), anyhow::Error> {
+) -> wasmtime::Result<(Arc<Component>, bool)> {
     let engine = &runtime().engine;
     // Keyed by the content and by everything in the engine that affects compiled code
     // (wasmtime version, target, settings), so a stale entry is never deserialized.
