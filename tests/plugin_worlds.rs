@@ -189,7 +189,7 @@ fn schema_plugins_are_the_built_in_task_types() {
         insta::assert_yaml_snapshot!(format!("current_state_{name}"), built);
         // Registered (the graph is validated against the actions), it serves the type.
         registry
-            .register_with(Box::new(schema), agentforge::schemas::BUILTIN_ACTIONS)
+            .register_with(Box::new(schema), &agentforge::schemas::BUILTIN_ACTIONS)
             .unwrap();
         assert_eq!(
             registry.get(name).unwrap().source(),
@@ -248,6 +248,12 @@ fn tool_plugins_run_with_only_the_granted_capabilities() {
         .contains("`path`"));
 
     let rerun = find(&loaded, "tool-rerun-check").as_tool().unwrap();
+    // The whole schema is enforced by the host, not only `required` and types: the
+    // plugin's `maximum` refuses 9 runs before the plugin is entered.
+    let e = rerun
+        .check_arguments(&json!({"check": "tests", "times": 9}))
+        .unwrap_err();
+    assert!(e.contains("`times` must be <= 5, got a number (9)"), "{e}");
     let out = rerun
         .invoke(&json!({"check": "tests", "times": 3}))
         .unwrap();
@@ -438,7 +444,7 @@ fn a_misused_tool_plugin_is_fed_back_not_fatal() {
     let error = |i: usize| recs[i]["error"].as_str().unwrap_or("").to_string();
     assert_eq!(recs[0]["result"], "failure");
     assert!(
-        error(0).contains("missing required argument `path`"),
+        error(0).contains("missing required field `path`"),
         "{}",
         recs[0]
     );

@@ -472,7 +472,7 @@ impl Tool for Plugin {
         ToolInfo {
             name: "@SNAKE@".into(),
             description: "Lines of a workspace file containing a text, with their numbers.".into(),
-            // A JSON schema (an object); the host checks `required` and top-level types.
+            // A JSON Schema (an object), checked at load; the host validates every call against it.
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -682,7 +682,7 @@ mod tests {
         assert!(files[0].1.contains("name: \"my_task\".into()"));
         let graph: agentforge_core::phases::PhaseGraph = serde_json::from_str(&files[1].1).unwrap();
         graph
-            .validate(agentforge_context::schemas::BUILTIN_ACTIONS)
+            .validate(&agentforge_context::schemas::BUILTIN_ACTIONS)
             .unwrap_or_else(|e| panic!("{e:?}"));
     }
 }

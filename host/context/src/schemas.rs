@@ -17,25 +17,7 @@ use agentforge_core::state::TaskState;
 use agentforge_core::task::TaskSpec;
 use agentforge_store::tools::{ToolError, Workspace};
 
-/// The actions the host can run (the built-in tools): the names phase graphs may use.
-pub const BUILTIN_ACTIONS: &[&str] = &[
-    "read_file",
-    "write_file",
-    "edit_file",
-    "replace_lines",
-    "search",
-    "run_check",
-    "run_tests",
-    "load_context",
-    "complete",
-    "escalate",
-    "cannot_fix",
-];
-
-/// The `'static` name of the built-in action `name`.
-pub fn builtin_action(name: &str) -> Option<&'static str> {
-    BUILTIN_ACTIONS.iter().copied().find(|a| *a == name)
-}
+pub use agentforge_core::actions::{builtin_action, BUILTIN_ACTIONS};
 
 /// A task type that is not registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,7 +140,7 @@ impl Default for SchemaRegistry {
 impl SchemaRegistry {
     /// Adds a task type whose phase graph uses only the built-in actions.
     pub fn register(&mut self, s: Box<dyn ContextSchema>) -> Result<(), InvalidSchema> {
-        self.register_with(s, BUILTIN_ACTIONS)
+        self.register_with(s, &BUILTIN_ACTIONS)
     }
 
     /// Adds (or replaces) a task type whose phase graph may use `actions` (the built-in
@@ -335,7 +317,7 @@ mod tests {
             let json = serde_json::to_string(g).unwrap();
             assert_eq!(&serde_json::from_str::<PhaseGraph>(&json).unwrap(), g);
             assert_eq!(
-                s.phase_graph().validate(BUILTIN_ACTIONS),
+                s.phase_graph().validate(&BUILTIN_ACTIONS),
                 Ok(()),
                 "{}",
                 s.name()

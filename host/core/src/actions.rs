@@ -9,6 +9,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use std::sync::LazyLock;
+
+use crate::args::{json_type, ArgumentSchema};
 use crate::model::ToolSpec;
 
 /// A parsed, typed action.
@@ -293,6 +296,16 @@ const TOOLS: &[Tool] = &[
     },
 ];
 
+/// The names of the built-in actions (the names phase graphs may use), in [`TOOLS`]
+/// order: derived from the table, so a new action cannot be missing from a list.
+pub static BUILTIN_ACTIONS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| TOOLS.iter().map(|t| t.name).collect());
+
+/// The `'static` name of the built-in action `name`, if it is one.
+pub fn builtin_action(name: &str) -> Option<&'static str> {
+    TOOLS.iter().map(|t| t.name).find(|a| *a == name)
+}
+
 /// All built-in actions, as tools for the model, in a stable order.
 ///
 /// Each schema is a closed object (`additionalProperties: false`) listing its
@@ -489,53 +502,21 @@ pub fn parse_action(name: &str, arguments: &Value) -> Result<Action, ActionParse
     Ok(action)
 }
 
-/// Checks presence, names and JSON types of the fields against the tool table, and
-/// reports every problem at once (one round trip to the model instead of several).
+/// Checks the fields against the tool's schema (derived from the table) with the one
+/// argument validator, reporting every problem at once (one round trip to the model
+/// instead of several).
 fn check_fields(tool: &Tool, args: &Map<String, Value>) -> Result<(), String> {
-    let mut problems = Vec::new();
-    for (key, value) in args {
-        let Some(param) = tool.params.iter().find(|p| p.name == key) else {
-            let allowed: Vec<String> = tool
-                .params
-                .iter()
-                .map(|p| format!("`{}`", p.name))
-                .collect();
-            let allowed = if allowed.is_empty() {
-                "none".to_string()
-            } else {
-                allowed.join(", ")
-            };
-            problems.push(format!("unknown field `{key}` (allowed: {allowed})"));
-            continue;
-        };
-        if value.is_null() && !param.required {
-            continue;
-        }
-        let fits = match param.kind {
-            Kind::Str => value.is_string(),
-            Kind::Line => value.as_u64().is_some_and(|n| n >= 1),
-        };
-        if !fits {
-            let expected = match param.kind {
-                Kind::Str => "a string",
-                Kind::Line => "a 1-based line number (integer >= 1)",
-            };
-            problems.push(format!(
-                "`{key}` must be {expected}, got {}",
-                describe(value)
-            ));
-        }
-    }
-    for param in tool.params.iter().filter(|p| p.required) {
-        if !args.contains_key(param.name) || args[param.name].is_null() {
-            problems.push(format!("missing required field `{}`", param.name));
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
+    static SCHEMAS: LazyLock<Vec<ArgumentSchema>> = LazyLock::new(|| {
+        TOOLS
+            .iter()
+            .map(|t| ArgumentSchema::new(schema(t)).expect("built-in tool schemas are valid"))
+            .collect()
+    });
+    let index = TOOLS
+        .iter()
+        .position(|t| t.name == tool.name)
+        .expect("the tool comes from the table");
+    SCHEMAS[index].check(args).map_err(|p| p.join("; "))
 }
 
 /// Validates a `load_context` item.
@@ -567,36 +548,6 @@ fn non_empty(field: &str, value: &str) -> Result<(), String> {
 /// fails on values JSON types cannot express (a line number beyond `usize`).
 fn typed<T: DeserializeOwned>(args: Value) -> Result<T, String> {
     serde_json::from_value(args).map_err(|e| e.to_string())
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// A short rendering of a wrong value for an error message.
-fn describe(value: &Value) -> String {
-    match value {
-        Value::String(_) | Value::Number(_) | Value::Bool(_) => {
-            let text = value.to_string();
-            if text.chars().count() > 40 {
-                format!(
-                    "{} ({}...)",
-                    json_type(value),
-                    text.chars().take(37).collect::<String>()
-                )
-            } else {
-                format!("{} ({text})", json_type(value))
-            }
-        }
-        other => json_type(other).to_string(),
-    }
 }
 
 #[derive(Deserialize)]
@@ -793,11 +744,9 @@ mod tests {
     #[test]
     fn wrong_type_is_named_with_expectation() {
         let msg = invalid("read_file", json!({"path": "a", "start_line": "5"}));
-        assert!(
-            msg.contains("`start_line` must be a 1-based line number"),
-            "{msg}"
-        );
+        assert!(msg.contains("`start_line` must be an integer"), "{msg}");
         assert!(msg.contains("got a string (\"5\")"), "{msg}");
+        assert!(msg.contains("\"start_line\"?: integer >= 1"), "{msg}");
         let msg = invalid(
             "edit_file",
             json!({"path": 3, "old_text": "a", "new_text": "b"}),

@@ -23,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::args::{json_type, ArgumentSchema};
 use crate::model::ToolSpec;
 
 /// Most tasks a plan may have.
@@ -1057,61 +1058,33 @@ pub fn parse_plan(arguments: &Value) -> Result<PlanInput, String> {
     Ok(plan)
 }
 
-/// Parses the arguments of a `finish_subtask` call into its summary (trimmed).
+/// Parses the arguments of a `finish_subtask` call: checked against the schema the
+/// model is offered ([`finish_subtask_tool_spec`]) by the one argument validator, then
+/// read into [`FinishSubtask`] (summary and evidence trimmed).
 pub fn parse_finish_subtask(arguments: &Value) -> Result<FinishSubtask, String> {
+    static SCHEMA: std::sync::LazyLock<ArgumentSchema> = std::sync::LazyLock::new(|| {
+        ArgumentSchema::new(finish_subtask_tool_spec().input_schema)
+            .expect("the finish_subtask schema is valid")
+    });
+    const SHAPE: &str = r#"expected {"summary": "what was done"}"#;
     let args = object_arguments("finish_subtask", arguments)?;
-    if let Some(key) = args
-        .keys()
-        .find(|k| !matches!(k.as_str(), "summary" | "tested" | "evidence"))
-    {
-        return Err(format!(
-            "finish_subtask: unknown field `{key}` (allowed: `summary`, `tested`, `evidence`); expected {{\"summary\": \"what was done\"}}"
-        ));
+    SCHEMA
+        .check(&args)
+        .map_err(|p| format!("finish_subtask: {}; {SHAPE}", p.join("; ")))?;
+    let text = |key: &str| {
+        args.get(key)
+            .and_then(Value::as_str)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let summary = text("summary");
+    if summary.is_empty() {
+        return Err("finish_subtask: `summary` is empty; say in one line what was done".into());
     }
-    let summary = match args.get("summary") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-        Some(Value::String(_)) => {
-            return Err(
-                "finish_subtask: `summary` is empty; say in one line what was done".to_string(),
-            )
-        }
-        None | Some(Value::Null) => {
-            return Err(
-                "finish_subtask: missing `summary`; expected {\"summary\": \"what was done\"}"
-                    .to_string(),
-            )
-        }
-        Some(other) => {
-            return Err(format!(
-                "finish_subtask: `summary` must be a string, got {}",
-                json_type(other)
-            ))
-        }
-    };
-    let tested = match args.get("tested") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(format!(
-                "finish_subtask: `tested` must be true or false, got {}",
-                json_type(other)
-            ))
-        }
-    };
-    let evidence = match args.get("evidence") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.trim().to_string(),
-        Some(other) => {
-            return Err(format!(
-                "finish_subtask: `evidence` must be a string, got {}",
-                json_type(other)
-            ))
-        }
-    };
     Ok(FinishSubtask {
         summary,
-        tested,
-        evidence,
+        tested: args.get("tested").and_then(Value::as_bool).unwrap_or(false),
+        evidence: text("evidence"),
     })
 }
 
@@ -1216,17 +1189,6 @@ fn strings(field: &str, value: &Value) -> Result<Vec<String>, String> {
             )),
         })
         .collect()
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
@@ -1959,11 +1921,11 @@ mod tests {
         assert!(
             parse_finish_subtask(&json!({"summary": "x", "tested": "yes"}))
                 .unwrap_err()
-                .contains("`tested` must be true or false")
+                .contains("`tested` must be a boolean")
         );
         assert!(parse_finish_subtask(&json!({}))
             .unwrap_err()
-            .contains("missing `summary`"));
+            .contains("missing required field `summary`"));
         assert!(parse_finish_subtask(&json!({"summary": ""}))
             .unwrap_err()
             .contains("empty"));

@@ -9,6 +9,7 @@
 //! (see `ARCHITECTURE.md`).
 
 pub mod actions;
+pub mod args;
 pub mod budget;
 pub mod command;
 pub mod extract;

@@ -2,9 +2,11 @@
 //!
 //! The description (name, what it does, its argument schema, the phases it is offered
 //! in) is asked once at load and validated; each invocation runs in a fresh store with
-//! only the capabilities the project granted. The host checks the arguments against
-//! the schema's `required` properties and their top-level types before calling, so a
-//! malformed call is fed back to the model without entering the plugin.
+//! only the capabilities the project granted. The schema is checked against the JSON
+//! Schema meta-schema at load; every call's arguments are validated against it (the one
+//! validator of `agentforge_core::args`: types, `required`, `enum`, `pattern`, nested
+//! objects) before the plugin runs, so a malformed call is fed back to the model
+//! without entering the plugin.
 
 use std::sync::Arc;
 
@@ -14,7 +16,8 @@ use super::wit::ActionResult as WitResult;
 use super::{
     output, wrong_instance, Inner, Instance, PluginError, PluginLoadError, MAX_RETURN_BYTES,
 };
-use agentforge_context::schemas::builtin_action;
+use agentforge_core::actions::builtin_action;
+use agentforge_core::args::ArgumentSchema;
 use agentforge_core::model::ToolSpec;
 use agentforge_core::state::ActionResult;
 use agentforge_store::tools::{ExtraTool, ToolOutcome};
@@ -24,7 +27,7 @@ use agentforge_store::tools::{ExtraTool, ToolOutcome};
 const RESERVED: &[&str] = &["plan", "finish_subtask", "invalid_reply", "set_field"];
 
 /// A tool's description, validated.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolInfo {
     /// Action name.
     pub name: String,
@@ -32,6 +35,8 @@ pub struct ToolInfo {
     pub description: String,
     /// JSON schema of its arguments (an object schema).
     pub parameters: Value,
+    /// `parameters`, compiled: what every call is checked against.
+    pub arguments: Arc<ArgumentSchema>,
     /// Phases it is offered in (`*`: all non-terminal ones).
     pub phases: Vec<String>,
 }
@@ -67,12 +72,8 @@ pub(super) fn describe(inner: &Inner) -> Result<ToolInfo, PluginLoadError> {
     }
     let parameters: Value = serde_json::from_str(&d.parameters_json)
         .map_err(|e| invalid(format!("tool `{}`: parameters are not JSON: {e}", d.name)))?;
-    if parameters.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(invalid(format!(
-            "tool `{}`: parameters must be a JSON schema with \"type\": \"object\"",
-            d.name
-        )));
-    }
+    let arguments = ArgumentSchema::new(parameters.clone())
+        .map_err(|e| invalid(format!("tool `{}`: parameters: {e}", d.name)))?;
     if d.phases.is_empty() {
         return Err(invalid(format!(
             "tool `{}`: `phases` is empty, so it would never be offered (use [\"*\"] for every phase)",
@@ -89,53 +90,20 @@ pub(super) fn describe(inner: &Inner) -> Result<ToolInfo, PluginLoadError> {
         name: d.name,
         description: d.description,
         parameters,
+        arguments: Arc::new(arguments),
         phases: d.phases,
     })
 }
 
-/// Checks `args` against the object schema `schema`: an object, with every `required`
-/// property, each property of a declared top-level `type` having that type.
-pub fn check_arguments(schema: &Value, args: &Value) -> Result<(), String> {
+/// Checks `args` against a tool's compiled schema: an object, every problem named.
+pub fn check_arguments(schema: &ArgumentSchema, args: &Value) -> Result<(), String> {
     let Some(obj) = args.as_object() else {
-        return Err("arguments must be a JSON object".to_string());
+        return Err(format!(
+            "arguments must be a JSON object, got {}",
+            agentforge_core::args::json_type(args)
+        ));
     };
-    let props = schema.get("properties").and_then(Value::as_object);
-    for req in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        if !obj.contains_key(req) {
-            return Err(format!("missing required argument `{req}`"));
-        }
-    }
-    for (key, value) in obj {
-        let Some(prop) = props.and_then(|p| p.get(key)) else {
-            if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
-                return Err(format!("unknown argument `{key}`"));
-            }
-            continue;
-        };
-        let Some(ty) = prop.get("type").and_then(Value::as_str) else {
-            continue;
-        };
-        let ok = match ty {
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            "array" => value.is_array(),
-            "object" => value.is_object(),
-            "null" => value.is_null(),
-            _ => true,
-        };
-        if !ok {
-            return Err(format!("argument `{key}` must be of type {ty}"));
-        }
-    }
-    Ok(())
+    schema.check(obj).map_err(|p| p.join("; "))
 }
 
 /// A tool plugin behind [`ExtraTool`].
@@ -202,7 +170,7 @@ impl ExtraTool for WasmTool {
     }
 
     fn check_arguments(&self, args: &Value) -> Result<(), String> {
-        check_arguments(&self.info.parameters, args)
+        check_arguments(&self.info.arguments, args)
     }
 
     fn invoke(&self, args: &Value) -> Result<ToolOutcome, String> {
@@ -227,25 +195,28 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn arguments_are_checked_against_required_and_types() {
-        let schema = json!({
+    fn arguments_are_checked_against_the_whole_schema() {
+        let schema = ArgumentSchema::new(json!({
             "type": "object",
-            "properties": {"check": {"type": "string"}, "times": {"type": "integer"}},
+            "properties": {
+                "check": {"type": "string", "enum": ["tests", "lint"]},
+                "times": {"type": "integer"}
+            },
             "required": ["check"],
             "additionalProperties": false
-        });
+        }))
+        .unwrap();
         assert_eq!(check_arguments(&schema, &json!({"check": "tests"})), Ok(()));
-        assert!(check_arguments(&schema, &json!({}))
-            .unwrap_err()
-            .contains("missing required argument `check`"));
-        assert!(
-            check_arguments(&schema, &json!({"check": "t", "times": "3"}))
-                .unwrap_err()
-                .contains("`times` must be of type integer")
-        );
-        assert!(check_arguments(&schema, &json!({"check": "t", "x": 1}))
-            .unwrap_err()
-            .contains("unknown argument `x`"));
-        assert!(check_arguments(&schema, &json!([1])).is_err());
+        let e = check_arguments(&schema, &json!({})).unwrap_err();
+        assert!(e.contains("missing required field `check`"), "{e}");
+        let e = check_arguments(&schema, &json!({"check": "tests", "times": "3"})).unwrap_err();
+        assert!(e.contains("`times` must be an integer"), "{e}");
+        let e = check_arguments(&schema, &json!({"check": "tests", "x": 1})).unwrap_err();
+        assert!(e.contains("unknown field `x`"), "{e}");
+        // `enum` is enforced, not only the top-level type.
+        let e = check_arguments(&schema, &json!({"check": "deploy"})).unwrap_err();
+        assert!(e.contains("`check` must be one of"), "{e}");
+        let e = check_arguments(&schema, &json!([1])).unwrap_err();
+        assert!(e.contains("must be a JSON object, got an array"), "{e}");
     }
 }

@@ -32,9 +32,9 @@ pub struct ToolOutput {
 pub trait Tool {
     /// The tool as the model sees it.
     fn describe() -> ToolInfo;
-    /// Runs the tool with the model's arguments (a JSON object; the host has checked the
-    /// schema's `required` properties and their top-level types). `Err` is an error
-    /// message for the model.
+    /// Runs the tool with the model's arguments (a JSON object the host has validated
+    /// against the whole schema of [`Tool::describe`]). `Err` is an error message for
+    /// the model.
     fn invoke(args: Value) -> Result<ToolOutput, String>;
 }
 
