@@ -74,9 +74,8 @@ pub enum Action {
     },
     /// Load more context into working memory.
     LoadContext {
-        /// `full_file:<path>`, `related_files`, `test_output`, `spec_section:<id>` or
-        /// `error_details` (validated by [`parse_action`]).
-        item: String,
+        /// What to load.
+        item: ContextItem,
     },
     /// Declare the task done (the host verifies before accepting).
     Complete {
@@ -132,7 +131,7 @@ impl Action {
             | Action::ReplaceLines { path, .. } => Some(path.clone()),
             Action::Search { pattern, .. } => Some(pattern.clone()),
             Action::RunCheck { name } | Action::RunTests { name } => name.clone(),
-            Action::LoadContext { item } => Some(item.clone()),
+            Action::LoadContext { item } => Some(item.to_string()),
             Action::Complete { .. } | Action::Escalate { .. } | Action::CannotFix { .. } => None,
             // The first string argument (a path, a check name) identifies the target.
             Action::Extra { arguments, .. } => arguments
@@ -147,6 +146,74 @@ impl Action {
             self,
             Action::WriteFile { .. } | Action::EditFile { .. } | Action::ReplaceLines { .. }
         )
+    }
+}
+
+/// What `load_context` loads into working memory. Written (and logged) as its wire
+/// form: `full_file:<path>`, `related_files`, `test_output`, `spec_section:<id>`,
+/// `error_details`; parsed once, here, so no other code reads the prefixes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextItem {
+    /// A whole workspace file, with line numbers.
+    FullFile(String),
+    /// The files related to the task's targets.
+    RelatedFiles,
+    /// The last recorded check or test output.
+    TestOutput,
+    /// The input section of the task spec with this id.
+    SpecSection(String),
+    /// The last failing check or test output.
+    ErrorDetails,
+}
+
+impl ContextItem {
+    /// The file a `full_file:` item loads (for loop signatures and guards).
+    pub fn file(&self) -> Option<&str> {
+        match self {
+            ContextItem::FullFile(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ContextItem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ContextItem::FullFile(path) => write!(f, "full_file:{path}"),
+            ContextItem::RelatedFiles => f.write_str("related_files"),
+            ContextItem::TestOutput => f.write_str("test_output"),
+            ContextItem::SpecSection(id) => write!(f, "spec_section:{id}"),
+            ContextItem::ErrorDetails => f.write_str("error_details"),
+        }
+    }
+}
+
+impl std::str::FromStr for ContextItem {
+    type Err = String;
+
+    /// Parses the wire form (surrounding spaces ignored); the error is phrased for the model.
+    fn from_str(item: &str) -> Result<Self, String> {
+        let item = item.trim();
+        let parsed = match item.split_once(':') {
+            Some(("full_file", rest)) if !rest.trim().is_empty() => {
+                Some(ContextItem::FullFile(rest.trim().to_string()))
+            }
+            Some(("spec_section", rest)) if !rest.trim().is_empty() => {
+                Some(ContextItem::SpecSection(rest.trim().to_string()))
+            }
+            Some(_) => None,
+            None => match item {
+                "related_files" => Some(ContextItem::RelatedFiles),
+                "test_output" => Some(ContextItem::TestOutput),
+                "error_details" => Some(ContextItem::ErrorDetails),
+                _ => None,
+            },
+        };
+        parsed.ok_or_else(|| {
+            format!(
+                "`item` \"{item}\" is not a context item; use one of {LOAD_CONTEXT_ITEMS}, e.g. full_file:src/lib.rs"
+            )
+        })
     }
 }
 
@@ -480,9 +547,8 @@ pub fn parse_action(name: &str, arguments: &Value) -> Result<Action, ActionParse
         },
         "load_context" => {
             let a: LoadContextArgs = typed(args).map_err(invalid)?;
-            check_context_item(&a.item).map_err(invalid)?;
             Action::LoadContext {
-                item: a.item.trim().to_string(),
+                item: a.item.parse().map_err(invalid)?,
             }
         }
         "complete" => Action::Complete {
@@ -517,23 +583,6 @@ fn check_fields(tool: &Tool, args: &Map<String, Value>) -> Result<(), String> {
         .position(|t| t.name == tool.name)
         .expect("the tool comes from the table");
     SCHEMAS[index].check(args).map_err(|p| p.join("; "))
-}
-
-/// Validates a `load_context` item.
-fn check_context_item(item: &str) -> Result<(), String> {
-    let item = item.trim();
-    let ok = match item.split_once(':') {
-        Some(("full_file", rest)) | Some(("spec_section", rest)) => !rest.trim().is_empty(),
-        Some(_) => false,
-        None => matches!(item, "related_files" | "test_output" | "error_details"),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`item` \"{item}\" is not a context item; use one of {LOAD_CONTEXT_ITEMS}, e.g. full_file:src/lib.rs"
-        ))
-    }
 }
 
 fn non_empty(field: &str, value: &str) -> Result<(), String> {
@@ -694,7 +743,7 @@ mod tests {
                 "load_context",
                 json!({"item": "full_file:src/lib.rs"}),
                 Action::LoadContext {
-                    item: "full_file:src/lib.rs".into(),
+                    item: ContextItem::FullFile("src/lib.rs".into()),
                 },
             ),
             ("complete", Value::Null, Action::Complete { summary: None }),
@@ -782,6 +831,32 @@ mod tests {
             json!({"path": "a", "start_line": -1, "end_line": 2, "new_content": ""}),
         );
         assert!(msg.contains("`start_line`"), "{msg}");
+    }
+
+    #[test]
+    fn context_items_round_trip_through_their_wire_form() {
+        for (text, item) in [
+            (
+                "full_file:src/lib.rs",
+                ContextItem::FullFile("src/lib.rs".into()),
+            ),
+            ("related_files", ContextItem::RelatedFiles),
+            ("test_output", ContextItem::TestOutput),
+            (
+                "spec_section:req-2",
+                ContextItem::SpecSection("req-2".into()),
+            ),
+            ("error_details", ContextItem::ErrorDetails),
+        ] {
+            assert_eq!(text.parse::<ContextItem>(), Ok(item.clone()));
+            assert_eq!(item.to_string(), text);
+        }
+        assert_eq!(
+            " full_file: a.rs ".parse::<ContextItem>(),
+            Ok(ContextItem::FullFile("a.rs".into()))
+        );
+        assert_eq!(ContextItem::FullFile("a.rs".into()).file(), Some("a.rs"));
+        assert_eq!(ContextItem::TestOutput.file(), None);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use agentforge_context::schemas::{numbered_file, ContextSchema, SchemaRegistry};
 use agentforge_context::{
     self as context, ActionEntry, BuiltPrompt, ContextInput, RecentAction, TaskFrame,
 };
-use agentforge_core::actions::{builtin_tool_specs, parse_action, Action};
+use agentforge_core::actions::{builtin_tool_specs, parse_action, Action, ContextItem};
 use agentforge_core::budget::{self, BudgetDecision, ProgressPoint, StepLimit};
 use agentforge_core::command::CommandOutput;
 use agentforge_core::extract::{merge_facts, Extractors};
@@ -1893,26 +1893,26 @@ impl<'r> Executor<'r> {
 
     fn load_context(
         &self,
-        item: &str,
+        item: &ContextItem,
         step: u64,
         spec: &TaskSpec,
         state: &TaskState,
         memory: &mut WorkingMemory,
         now: String,
     ) -> Executed {
-        let loaded: Result<String, String> = if let Some(path) = item.strip_prefix("full_file:") {
-            numbered_file(&self.rt.workspace, path).map_err(|e| e.to_string())
-        } else if let Some(id) = item.strip_prefix("spec_section:") {
-            let inputs = serde_json::to_value(&spec.inputs).unwrap_or(Value::Null);
-            find_section(&inputs, id)
-                .map(|v| serde_yaml_ng::to_string(&v).unwrap_or_default())
-                .ok_or_else(|| format!("no spec section with id `{id}` in the task inputs"))
-        } else if item == "test_output" || item == "error_details" {
-            self.last_output(item == "error_details")
-        } else if item == "related_files" {
-            self.related_files(spec, state)
-        } else {
-            Err(format!("unknown context item `{item}`"))
+        let loaded: Result<String, String> = match item {
+            ContextItem::FullFile(path) => {
+                numbered_file(&self.rt.workspace, path).map_err(|e| e.to_string())
+            }
+            ContextItem::SpecSection(id) => {
+                let inputs = serde_json::to_value(&spec.inputs).unwrap_or(Value::Null);
+                find_section(&inputs, id)
+                    .map(|v| serde_yaml_ng::to_string(&v).unwrap_or_default())
+                    .ok_or_else(|| format!("no spec section with id `{id}` in the task inputs"))
+            }
+            ContextItem::TestOutput => self.last_output(false),
+            ContextItem::ErrorDetails => self.last_output(true),
+            ContextItem::RelatedFiles => self.related_files(spec, state),
         };
         match loaded {
             Ok(content) => {

@@ -19,6 +19,7 @@ use super::signature::{
     ActionCategory, ActionSignature,
 };
 use super::StepView;
+use agentforge_core::actions::ContextItem;
 use agentforge_core::state::ActionResult;
 
 /// History-wide facts about the file changes of each step.
@@ -364,9 +365,9 @@ fn read_key(s: &StepView, category: ActionCategory, params: &Value) -> String {
             params.get("start_line").unwrap_or(&Value::Null),
             params.get("end_line").unwrap_or(&Value::Null)
         ),
-        (ActionCategory::Read, "load_context") => match target.strip_prefix("full_file:") {
-            Some(path) => format!("file:{}|null-null", normalize_path(path)),
-            None => format!("load:{}", target.trim()),
+        (ActionCategory::Read, "load_context") => match target.parse::<ContextItem>() {
+            Ok(ContextItem::FullFile(path)) => format!("file:{}|null-null", normalize_path(&path)),
+            _ => format!("load:{}", target.trim()),
         },
         (ActionCategory::Search, _) => format!(
             "search:{}|{}|{}",

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::StepView;
+use agentforge_core::actions::ContextItem;
 use agentforge_core::state::ActionResult;
 
 /// What kind of move an action is.
@@ -232,10 +233,12 @@ impl ActionSignature {
         let category = ActionCategory::of(&s.action);
         let target = match category {
             ActionCategory::Search => param_str(&s.parameters, "path").map(normalize_path),
-            ActionCategory::Read if s.action == "load_context" => s.target.as_deref().map(|t| {
-                t.strip_prefix("full_file:")
-                    .map_or_else(|| t.trim().to_string(), normalize_path)
-            }),
+            ActionCategory::Read if s.action == "load_context" => {
+                s.target.as_deref().map(|t| match t.parse::<ContextItem>() {
+                    Ok(ContextItem::FullFile(path)) => normalize_path(&path),
+                    _ => t.trim().to_string(),
+                })
+            }
             _ => s.target.as_deref().map(normalize_path),
         }
         .filter(|t| !t.is_empty());

@@ -278,7 +278,7 @@ pub fn action_arguments(action: &Action) -> Value {
             path,
         } => json!({"pattern": pattern, "glob": glob, "path": path}),
         Action::RunCheck { name } | Action::RunTests { name } => json!({"name": name}),
-        Action::LoadContext { item } => json!({"item": item}),
+        Action::LoadContext { item } => json!({"item": item.to_string()}),
         Action::Complete { summary } => json!({"summary": summary}),
         Action::Escalate { reason } | Action::CannotFix { reason } => json!({"reason": reason}),
         Action::Extra { arguments, .. } => arguments.clone(),

@@ -531,7 +531,7 @@ fn non_file_actions_fail_cleanly() {
         Action::RunCheck { name: None },
         Action::Complete { summary: None },
         Action::LoadContext {
-            item: "test_output".into(),
+            item: agentforge_core::actions::ContextItem::TestOutput,
         },
     ] {
         let out = f.run(action);
