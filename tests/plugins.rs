@@ -121,6 +121,21 @@ fn cargo_plugin_reads_real_cargo_outputs() {
     assert!(facts[0].statement.contains("all good"));
 }
 
+/// The loaded `extract-cargo` plugin turns a cargo test summary into its fact.
+fn reads_a_cargo_summary(p: &LoadedPlugin) {
+    let facts = p
+        .wasm_extractor()
+        .unwrap()
+        .try_extract(
+            "tests",
+            "test result: ok. 2 passed; 0 failed; 0 ignored",
+            ActionResult::Success,
+            1,
+        )
+        .unwrap();
+    assert_eq!(facts[0].statement, "tests: 2 passed, 0 failed");
+}
+
 #[test]
 fn warm_start_deserializes_from_the_cache() {
     let tmp = tempfile::tempdir().unwrap();
@@ -136,22 +151,42 @@ fn warm_start_deserializes_from_the_cache() {
         "extract-cargo load: cold {:?}, warm {:?}",
         cold.load_time, warm.load_time
     );
-    let facts = warm
-        .wasm_extractor()
-        .unwrap()
-        .try_extract(
-            "tests",
-            "test result: ok. 2 passed; 0 failed; 0 ignored",
-            ActionResult::Success,
-            1,
-        )
-        .unwrap();
-    assert_eq!(facts[0].statement, "tests: 2 passed, 0 failed");
+    reads_a_cargo_summary(&warm);
 
     // A corrupt cache entry is recompiled, not trusted.
     let entry = entries[0].as_ref().unwrap().path();
     std::fs::write(&entry, b"garbage").unwrap();
     assert!(load_one(tmp.path(), &cache).compiled);
+}
+
+/// The built-ins load from the code precompiled at build time; when wasmtime refuses
+/// that code (here: garbage, or a truncated copy, as another CPU's or another wasmtime's
+/// would be refused), the component is compiled instead and cached, and it still works.
+#[test]
+fn built_ins_fall_back_to_compiling_when_the_precompiled_code_is_refused() {
+    use agentforge::plugins::{load_builtin, LoadOptions};
+    let builtins = agentforge_builtins::BUILTIN_PLUGINS;
+    let cargo = builtins
+        .iter()
+        .find(|b| b.0 == "extract-cargo")
+        .expect("extract-cargo is a built-in");
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let opts = LoadOptions::default();
+
+    let (ok, errors) = load_builtin(std::slice::from_ref(cargo), &cache, &opts);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(!ok[0].compiled, "the embedded native code is used as is");
+
+    let truncated = &cargo.3[..cargo.3.len() / 2];
+    for native in [&b"not native code"[..], truncated] {
+        let refused = [(cargo.0, cargo.1, cargo.2, native)];
+        let (loaded, errors) = load_builtin(&refused, &cache, &opts);
+        assert!(errors.is_empty(), "{errors:?}");
+        reads_a_cargo_summary(&loaded[0]);
+    }
+    // Compiled once, then served from the cache.
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
 }
 
 #[test]

@@ -309,6 +309,63 @@ fn plugins_list_shows_the_bundled_plugins() {
     assert!(missing.stderr.contains("nowhere"), "{}", missing.stderr);
 }
 
+/// The first command after installing runs no Cranelift: the built-ins come precompiled
+/// (by `agentforge-builtins`' build script) and are deserialized, with an empty cache.
+#[test]
+fn built_in_plugins_load_precompiled_on_first_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("fresh-cache");
+    let out = Command::new(env!("CARGO_BIN_EXE_agentforge"))
+        .current_dir(tmp.path())
+        .args(["plugins", "list", "--json"])
+        .env("AGENTFORGE_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("notice:"), "{stderr}");
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 16, "{rows:#?}");
+    for r in rows {
+        assert_eq!(r["status"], "loaded", "{r:#}");
+        assert_eq!(r["compiled"], false, "compiled on first use: {r:#}");
+    }
+    // Nothing had to be compiled, so nothing was cached.
+    let cached = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(cached, 0);
+
+    // A folder plugin is compiled once and cached; `plugins cache clean` empties it.
+    let p = plugins();
+    let with_cache = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentforge"))
+            .current_dir(tmp.path())
+            .args(args)
+            .env("AGENTFORGE_CACHE_DIR", &cache)
+            .output()
+            .unwrap()
+    };
+    let out = with_cache(&[
+        "plugins",
+        "list",
+        "--plugins",
+        p.join("extract-cargo").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
+    let out = with_cache(&["--json", "plugins", "cache", "clean"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["removed"], 1, "{v}");
+    assert!(v["bytes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
+}
+
 #[test]
 fn plugins_check_fails_on_a_broken_manifest_and_names_it() {
     let tmp = tempfile::tempdir().unwrap();

@@ -28,16 +28,24 @@ fn listed(help: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every command path of the binary: `run`, `task new`, `plugins list`...
+/// Every command path of the binary, down to the leaves: `run`, `task new`,
+/// `plugins list`, `plugins cache clean`...
 fn binary_commands() -> BTreeSet<String> {
+    fn leaves(path: Vec<String>, all: &mut BTreeSet<String>) {
+        let args: Vec<&str> = path.iter().map(String::as_str).collect();
+        let subs = listed(&help(&args));
+        if subs.is_empty() {
+            all.insert(path.join(" "));
+        }
+        for s in subs {
+            let mut longer = path.clone();
+            longer.push(s);
+            leaves(longer, all);
+        }
+    }
     let mut all = BTreeSet::new();
     for top in listed(&help(&[])) {
-        let subs = listed(&help(&[&top]));
-        if subs.is_empty() {
-            all.insert(top);
-        } else {
-            all.extend(subs.into_iter().map(|s| format!("{top} {s}")));
-        }
+        leaves(vec![top], &mut all);
     }
     all
 }

@@ -10,6 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+// The engine settings the host runs plugins with: precompiled code loads only into an
+// engine configured the same way, so both read this one file.
+#[path = "../plugin-host/src/engine_config.rs"]
+mod engine_config;
+
 /// The plugin crates embedded as built-ins (tools are opt-in: `--plugins plugins/`).
 const BUILTINS: &[&str] = &[
     "schema-fix-violation",
@@ -42,6 +47,7 @@ fn main() {
 
     // Precise inputs (not the folders: `plugins/build.sh` copies components into them).
     for p in [
+        krate.join("../plugin-host/src/engine_config.rs"),
         root.join("wit"),
         plugins.join("Cargo.toml"),
         plugins.join("Cargo.lock"),
@@ -102,30 +108,42 @@ fn main() {
     }
 
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    // Compiled here, once, so the first command after installing runs no Cranelift: the
+    // host deserializes these (and compiles from the component only when wasmtime refuses
+    // them: another CPU, another wasmtime).
+    let engine = wasmtime::Engine::new(&engine_config::engine_config())
+        .expect("the plugin engine's configuration is valid");
     let mut out = String::from(
-        "/// The built-in plugins: (folder name, `plugin.toml`, component).\n\
-         pub const BUILTIN_PLUGINS: &[(&str, &str, &[u8])] = &[\n",
+        "/// The built-in plugins: (folder name, `plugin.toml`, component, the component\n\
+         /// precompiled for the host's engine at build time).\n\
+         pub const BUILTIN_PLUGINS: &[(&str, &str, &[u8], &[u8])] = &[\n",
     );
     for name in BUILTINS {
         let manifest = plugins.join(name).join("plugin.toml");
+        let file = name.replace('-', "_");
         let wasm = target
             .join("wasm32-wasip2/release")
-            .join(format!("{}.wasm", name.replace('-', "_")));
+            .join(format!("{file}.wasm"));
         // Embedded from OUT_DIR (this script's own output), not from the plugins' target
         // folder, which another build may rewrite or a cache may lack.
-        let embedded = out_dir.join(format!("{}.wasm", name.replace('-', "_")));
+        let embedded = out_dir.join(format!("{file}.wasm"));
         std::fs::copy(&wasm, &embedded)
             .unwrap_or_else(|e| panic!("{} was not built ({e})", wasm.display()));
+        let bytes = std::fs::read(&embedded).expect("read the copied component");
+        let native = engine
+            .precompile_component(&bytes)
+            .unwrap_or_else(|e| panic!("precompiling {} failed: {e:#}", wasm.display()));
+        let precompiled = out_dir.join(format!("{file}.cwasm"));
+        std::fs::write(&precompiled, native).expect("write the precompiled component");
         out.push_str(&format!(
-            "    ({name:?}, include_str!({:?}), include_bytes!({:?})),\n",
+            "    ({name:?}, include_str!({:?}), include_bytes!({:?}), include_bytes!({:?})),\n",
             path_str(&manifest),
-            path_str(&embedded)
+            path_str(&embedded),
+            path_str(&precompiled)
         ));
     }
     out.push_str("];\n");
-    let dest =
-        PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("builtin_plugins.rs");
-    std::fs::write(&dest, out).expect("write builtin_plugins.rs");
+    std::fs::write(out_dir.join("builtin_plugins.rs"), out).expect("write builtin_plugins.rs");
 }
 
 fn path_str(p: &Path) -> String {

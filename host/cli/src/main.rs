@@ -136,6 +136,15 @@ enum PluginsCommand {
         /// A folder of plugin folders, or one plugin's folder.
         dir: PathBuf,
     },
+    /// The cache of compiled folder plugins (capped; built-ins come precompiled).
+    #[command(subcommand)]
+    Cache(CacheCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheCommand {
+    /// Remove every compiled component from the cache (they are recompiled on next use).
+    Clean,
 }
 
 #[derive(Args, Debug)]
@@ -453,6 +462,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }) => plugins_new(kind, name, dir, sdk.as_deref(), g.json),
         Command::Plugins(PluginsCommand::List { plugins }) => plugins_list(g, plugins),
         Command::Plugins(PluginsCommand::Check { dir }) => plugins_check(g, dir),
+        Command::Plugins(PluginsCommand::Cache(CacheCommand::Clean)) => plugins_cache_clean(g),
         Command::Extract(args) => extract_stdin(g, args),
     }
 }
@@ -1190,6 +1200,28 @@ fn plugins_list(g: &Global, flags: &[PathBuf]) -> Result<u8, Failure> {
 
 /// `plugins check DIR`: loads every plugin (manifest, component, contract, first call);
 /// exit 0 when all load, 1 when any is broken or there is none.
+/// `agentforge plugins cache clean`: empties the compiled-plugin cache runs use.
+fn plugins_cache_clean(g: &Global) -> Result<u8, Failure> {
+    let dir = agentforge::plugins::default_cache_dir();
+    let (entries, bytes) = agentforge::plugins::clean_cache(&dir).map_err(|e| {
+        failed(anyhow!(
+            "cannot clean the plugin cache {}: {e}",
+            dir.display()
+        ))
+    })?;
+    if g.json {
+        let v = serde_json::json!({"cache": dir, "removed": entries, "bytes": bytes});
+        println!("{v}");
+    } else {
+        println!(
+            "removed {entries} compiled component(s), {:.1} MiB, from {}",
+            bytes as f64 / (1024.0 * 1024.0),
+            dir.display()
+        );
+    }
+    Ok(0)
+}
+
 fn plugins_check(g: &Global, dir: &Path) -> Result<u8, Failure> {
     if !dir.is_dir() {
         return Err(usage(anyhow!(

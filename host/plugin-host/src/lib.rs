@@ -35,10 +35,12 @@
 
 mod bindings;
 mod capabilities;
+mod engine_config;
 mod kinds;
 mod manifest;
 mod output;
 mod runtime;
+pub use runtime::{clean_cache, CACHE_CAP_BYTES};
 mod task_types;
 mod tools;
 
@@ -593,6 +595,7 @@ pub fn load_plugin_with(
         folder,
         manifest,
         &wasm,
+        None,
         &path,
         cache,
         opts,
@@ -642,17 +645,19 @@ pub struct PluginsConfig {
     pub reuse_instance: Vec<String>,
 }
 
-/// Loads the built-in plugins `builtins` (folder name, `plugin.toml`, component: as
-/// `agentforge-builtins` embeds them; compiled components are cached in `cache`). They are trusted: each keeps its instance between calls. `dir` of each is
-/// `builtin:<folder>`.
+/// Loads the built-in plugins `builtins` (folder name, `plugin.toml`, component, the
+/// component precompiled at build time: as `agentforge-builtins` embeds them). The
+/// precompiled code is used when wasmtime accepts it; otherwise the component is
+/// compiled and cached in `cache`. They are trusted: each keeps its instance between
+/// calls. `dir` of each is `builtin:<folder>`.
 pub fn load_builtin(
-    builtins: &[(&str, &str, &[u8])],
+    builtins: &[(&str, &str, &[u8], &[u8])],
     cache: &Path,
     opts: &LoadOptions,
 ) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
     let mut plugins = Vec::new();
     let mut errors = Vec::new();
-    let load = |(folder, manifest, wasm): &(&str, &str, &[u8])| {
+    let load = |(folder, manifest, wasm, precompiled): &(&str, &str, &[u8], &[u8])| {
         let started = Instant::now();
         let dir = PathBuf::from(format!("builtin:{folder}"));
         Manifest::parse(manifest, &dir.join("plugin.toml")).and_then(|mut m| {
@@ -661,7 +666,17 @@ pub fn load_builtin(
             let kind = m.kind()?;
             m.reuse_instance = matches!(kind, PluginKind::Extractor | PluginKind::ContextSchema);
             let path = dir.join(&m.component);
-            load_parts(Origin::Builtin, &dir, m, wasm, &path, cache, opts, started)
+            load_parts(
+                Origin::Builtin,
+                &dir,
+                m,
+                wasm,
+                Some(precompiled),
+                &path,
+                cache,
+                opts,
+                started,
+            )
         })
     };
     for loaded in in_parallel(builtins, load) {
@@ -808,6 +823,7 @@ fn load_parts(
     folder: &Path,
     manifest: Manifest,
     wasm: &[u8],
+    precompiled: Option<&[u8]>,
     path: &Path,
     cache: &Path,
     opts: &LoadOptions,
@@ -815,12 +831,15 @@ fn load_parts(
 ) -> Result<LoadedPlugin, PluginLoadError> {
     let kind = manifest.kind()?;
     let path = path.to_path_buf();
-    let (component, compiled) =
-        runtime::load_component(wasm, cache).map_err(|e| PluginLoadError::Compile {
-            plugin: manifest.name.clone(),
-            path: path.clone(),
-            message: format!("{e:#}"),
-        })?;
+    let loaded = match precompiled {
+        Some(native) => runtime::load_precompiled(native, wasm, cache),
+        None => runtime::load_component(wasm, cache),
+    };
+    let (component, compiled) = loaded.map_err(|e| PluginLoadError::Compile {
+        plugin: manifest.name.clone(),
+        path: path.clone(),
+        message: format!("{e:#}"),
+    })?;
     let mismatch = |e: wasmtime::Error| PluginLoadError::ContractMismatch {
         plugin: manifest.name.clone(),
         kind,

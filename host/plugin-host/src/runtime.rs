@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::{v0_1, v0_2};
@@ -35,12 +35,8 @@ pub(crate) struct Runtime {
 pub(crate) fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .consume_fuel(true)
-            .epoch_interruption(true);
-        let engine = Engine::new(&config).expect("the plugin engine's configuration is valid");
+        let engine = Engine::new(&super::engine_config::engine_config())
+            .expect("the plugin engine's configuration is valid");
         let weak = engine.weak();
         std::thread::Builder::new()
             .name("plugin-epoch".into())
@@ -487,7 +483,7 @@ pub(crate) fn load_component(
     let engine = &runtime().engine;
     // Keyed by the content and by everything in the engine that affects compiled code
     // (wasmtime version, target, settings), so a stale entry is never deserialized.
-    let mut compat = std::collections::hash_map::DefaultHasher::new();
+    let mut compat = agentforge_core::hash::StableHasher::default();
     engine.precompile_compatibility_hash().hash(&mut compat);
     let digest = Sha256::digest(wasm);
     let key: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
@@ -520,12 +516,108 @@ pub(crate) fn load_component(
             static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
             let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-            if std::fs::write(&tmp, bytes).is_ok() {
-                let _ = std::fs::rename(&tmp, &path);
+            if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, &path).is_ok() {
+                trim_cache(cache, CACHE_CAP_BYTES, &path);
             }
         }
     }
     Ok((Arc::new(component), true))
+}
+
+/// Loads a built-in plugin from the native code its build precompiled
+/// (`agentforge-builtins`), so no Cranelift runs on first use. When wasmtime refuses that
+/// code (a binary copied to a CPU without the features it was built for, or built against
+/// another wasmtime), says so once on stderr and compiles `wasm` through the cache.
+pub(crate) fn load_precompiled(
+    precompiled: &[u8],
+    wasm: &[u8],
+    cache: &Path,
+) -> wasmtime::Result<(Arc<Component>, bool)> {
+    // SAFETY: the bytes were produced by `Engine::precompile_component` in this
+    // binary's own build script, from the same engine configuration
+    // (`engine_config.rs`), and are embedded read-only in the executable; wasmtime
+    // checks their header (version, target, CPU features, settings) before use.
+    match unsafe { Component::deserialize(&runtime().engine, precompiled) } {
+        Ok(c) => Ok((Arc::new(c), false)),
+        Err(e) => {
+            static NOTICE: std::sync::Once = std::sync::Once::new();
+            NOTICE.call_once(|| {
+                eprintln!(
+                    "notice: the built-in plugins' precompiled code does not fit this machine ({e}); compiling them (cached for the next runs)"
+                )
+            });
+            load_component(wasm, cache)
+        }
+    }
+}
+
+/// Most bytes of compiled components the cache keeps; past it the oldest entries go.
+pub const CACHE_CAP_BYTES: u64 = 512 << 20;
+
+/// The compiled-component entries of the cache folder `dir`, with size and write time.
+fn cache_entries(dir: &Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            m.is_file().then(|| {
+                (
+                    e.path(),
+                    m.len(),
+                    m.modified().unwrap_or(std::time::UNIX_EPOCH),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Removes the oldest entries until the cache holds at most `cap` bytes, never `keep`
+/// (the entry just written). Best effort: an entry another process removed is skipped.
+pub(crate) fn trim_cache(dir: &Path, cap: u64, keep: &Path) {
+    let mut entries = cache_entries(dir);
+    let mut total: u64 = entries.iter().map(|e| e.1).sum();
+    if total <= cap {
+        return;
+    }
+    entries.sort_by_key(|e| e.2);
+    for (path, size, _) in entries {
+        if total <= cap {
+            break;
+        }
+        if path != keep && std::fs::remove_file(&path).is_ok() {
+            total = total.saturating_sub(size);
+        }
+    }
+}
+
+/// Empties the compiled-component cache `dir` (`agentforge plugins cache clean`): every
+/// entry and leftover temporary file. Returns how many entries and bytes were removed.
+pub fn clean_cache(dir: &Path) -> std::io::Result<(usize, u64)> {
+    let mut removed = (0, 0);
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for e in rd.filter_map(Result::ok) {
+        let path = e.path();
+        let ours = path
+            .extension()
+            .and_then(|x| x.to_str())
+            .is_some_and(|x| x == "cwasm" || x.starts_with("tmp"));
+        let Ok(m) = e.metadata() else { continue };
+        if ours && m.is_file() {
+            std::fs::remove_file(&path)?;
+            if path.extension().is_some_and(|x| x == "cwasm") {
+                removed.0 += 1;
+            }
+            removed.1 += m.len();
+        }
+    }
+    Ok(removed)
 }
 
 /// Creates `dir` (mode 0700) if needed; whether it is owned by this user and writable
@@ -546,6 +638,32 @@ fn private_folder(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_is_capped_oldest_first_and_cleaned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let t0 = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+        for (i, name) in ["a.cwasm", "b.cwasm", "c.cwasm"].iter().enumerate() {
+            let p = dir.join(name);
+            std::fs::write(&p, vec![0u8; 100]).unwrap();
+            let f = std::fs::File::options().write(true).open(&p).unwrap();
+            f.set_modified(t0 + std::time::Duration::from_secs(i as u64 * 10))
+                .unwrap();
+        }
+        std::fs::write(dir.join("notes.txt"), "not ours").unwrap();
+        // 300 bytes over a 250-byte cap: the oldest (a) goes; c was just written.
+        trim_cache(dir, 250, &dir.join("c.cwasm"));
+        assert!(!dir.join("a.cwasm").exists());
+        assert!(dir.join("b.cwasm").exists() && dir.join("c.cwasm").exists());
+        // Even a cap below the newest entry keeps the entry just written.
+        trim_cache(dir, 10, &dir.join("c.cwasm"));
+        assert!(!dir.join("b.cwasm").exists() && dir.join("c.cwasm").exists());
+        std::fs::write(dir.join("d.tmp123-0"), "half").unwrap();
+        assert_eq!(clean_cache(dir).unwrap(), (1, 104));
+        assert!(dir.join("notes.txt").exists(), "other files are left alone");
+        assert_eq!(clean_cache(&dir.join("missing")).unwrap(), (0, 0));
+    }
 
     #[test]
     fn a_cache_folder_others_can_write_is_not_used() {
