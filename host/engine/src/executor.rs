@@ -1485,6 +1485,9 @@ impl<'r> Executor<'r> {
             checks_passing: ran_checks.then(|| state.verification.passing()),
             checks_failing: ran_checks.then(|| state.verification.failing()),
             output_len: None,
+            output_hash: None,
+            output: None,
+            thought: None,
         };
         let detection =
             self.detect_loop(state, log_tail, current, acted.exact_signature.as_deref())?;

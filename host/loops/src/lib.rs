@@ -62,9 +62,21 @@ pub struct StepView {
     /// Failing checks after the step, when any check has run.
     #[serde(default)]
     pub checks_failing: Option<usize>,
-    /// Length of a polled command's output, if known.
+    /// Length in bytes of the step's output (tool output, command output), if known.
     #[serde(default)]
     pub output_len: Option<usize>,
+    /// Content hash of the step's full output, if known: the same call with a different
+    /// output hash showed something new (polling, paging, a build getting further).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_hash: Option<String>,
+    /// The output text itself, when the source has it (imported trajectories, the minimal
+    /// step format); AgentForge's own records keep it in an artifact instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// What the agent said at this step besides the call (its plan, reasoning or message),
+    /// when the source records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
 }
 
 impl From<&ActionRecord> for StepView {
@@ -84,6 +96,9 @@ impl From<&ActionRecord> for StepView {
             checks_passing: ran.then(|| v.passing()),
             checks_failing: ran.then(|| v.failing()),
             output_len: None,
+            output_hash: None,
+            output: None,
+            thought: None,
         }
     }
 }

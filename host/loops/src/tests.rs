@@ -49,6 +49,9 @@ impl Traj {
             checks_passing: self.checks.map(|c| c.0),
             checks_failing: self.checks.map(|c| c.1),
             output_len: None,
+            output_hash: None,
+            output: None,
+            thought: None,
         });
         self.steps.last_mut().unwrap()
     }
@@ -791,6 +794,9 @@ fn entities_from_python_and_classes_and_arguments() {
         checks_passing: None,
         checks_failing: None,
         output_len: None,
+        output_hash: None,
+        output: None,
+        thought: None,
     };
     let e = |p| ActionSignature::of(&view(p)).entity;
     assert_eq!(
@@ -1004,6 +1010,9 @@ fn arb_step() -> impl Strategy<Value = StepView> {
                     checks_passing: failing.map(|f| 2 - f.min(2)),
                     checks_failing: failing,
                     output_len,
+                    output_hash: None,
+                    output: None,
+                    thought: None,
                 }
             },
         )
