@@ -11,6 +11,7 @@
 //! executor can call it every step and `agentforge inspect loops` can [`LoopDetector::replay`]
 //! a recorded log offline with the same results.
 
+pub mod import;
 mod analysis;
 mod detectors;
 mod signature;
