@@ -155,6 +155,8 @@ fn fake_history(rt: &Runtime, spec: &TaskSpec, n: u64) -> agentforge::state_stor
                 output_tokens: 40,
             },
             output_artifact: None,
+            output_hash: None,
+            output_len: None,
             loop_detection: None,
             file_hashes: Default::default(),
             state_after: state.clone(),

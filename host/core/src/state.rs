@@ -319,6 +319,13 @@ pub struct ActionRecord {
     /// Workspace-relative path of the full tool output, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_artifact: Option<String>,
+    /// Content hash of what the step showed (check output, file content, search hits,
+    /// tool output): the same call showing a different output made progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_hash: Option<String>,
+    /// Length in bytes of what the step showed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_len: Option<usize>,
     /// A loop detected at this step, with its evidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_detection: Option<LoopWarning>,

@@ -613,6 +613,9 @@ struct Executed {
     /// The change broke a passing check and was undone (auto-revert).
     reverted: bool,
     file_hashes: std::collections::BTreeMap<String, String>,
+    /// Hash and length of what the action showed (check output, file content, search
+    /// hits, tool output): the loop detector reads a changed output as progress.
+    output: Option<(String, usize)>,
 }
 
 impl Executed {
@@ -627,7 +630,15 @@ impl Executed {
             verification_ran: false,
             reverted: false,
             file_hashes: Default::default(),
+            output: None,
         }
+    }
+    /// Records the hash and length of what the action showed.
+    fn showed(&mut self, output: &str) {
+        self.output = Some((
+            agentforge_core::hash::tagged(output.as_bytes()),
+            output.len(),
+        ));
     }
     fn failure(summary: impl Into<String>, error: impl Into<String>) -> Executed {
         let mut e = Executed::new(ActionResult::Failure, summary);
@@ -1235,6 +1246,8 @@ impl<'r> Executor<'r> {
             context_tokens: tokens,
             usage: response.usage,
             output_artifact: acted.executed.output_artifact,
+            output_hash: acted.executed.output.as_ref().map(|o| o.0.clone()),
+            output_len: acted.executed.output.map(|o| o.1),
             loop_detection: decided.detection,
             file_hashes: acted.executed.file_hashes,
             state_after: state,
@@ -1484,8 +1497,8 @@ impl<'r> Executor<'r> {
             file_hashes: executed.file_hashes.clone(),
             checks_passing: ran_checks.then(|| state.verification.passing()),
             checks_failing: ran_checks.then(|| state.verification.failing()),
-            output_len: None,
-            output_hash: None,
+            output_len: executed.output.as_ref().map(|o| o.1),
+            output_hash: executed.output.as_ref().map(|o| o.0.clone()),
             output: None,
             thought: None,
         };
@@ -1671,6 +1684,7 @@ impl<'r> Executor<'r> {
                             out.result,
                             format!("{name}: {}", first_line(&out.output)),
                         );
+                        e.showed(&out.output);
                         // Like a read: the output stays in working memory for a few steps.
                         if !out.output.trim().is_empty() {
                             memory.push(MemoryItem {
@@ -1695,6 +1709,7 @@ impl<'r> Executor<'r> {
                 let mut e = Executed::new(out.result, out.summary);
                 e.error = out.error;
                 if let Some(content) = out.content {
+                    e.showed(&content);
                     let key = match action {
                         Action::Search { pattern, .. } => format!("search:{pattern}"),
                         _ => format!("file:{}", action.target().unwrap_or_default()),
@@ -1724,6 +1739,7 @@ impl<'r> Executor<'r> {
                 let all = self.rt.checks_for(spec)?;
                 let v = self.verify(&all, &all, step, state).await?;
                 e.output_artifact = v.output_artifact;
+                e.output = v.output;
                 e.verification_ran = true;
                 let regressed: Vec<String> = before
                     .checks
@@ -1890,6 +1906,7 @@ impl<'r> Executor<'r> {
             e.error = Some(failed.join("\n"));
         }
         e.output_artifact = Some(format!(".agentforge/tasks/{}/{}", state.task_id, artifact));
+        e.showed(&combined);
         e.summary = summary;
         Ok(e)
     }

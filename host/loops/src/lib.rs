@@ -96,8 +96,8 @@ impl From<&ActionRecord> for StepView {
             file_hashes: r.file_hashes.clone(),
             checks_passing: ran.then(|| v.passing()),
             checks_failing: ran.then(|| v.failing()),
-            output_len: None,
-            output_hash: None,
+            output_len: r.output_len,
+            output_hash: r.output_hash.clone(),
             output: None,
             thought: None,
         }

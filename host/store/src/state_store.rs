@@ -714,6 +714,8 @@ mod tests {
             context_tokens: 100,
             usage: Usage::default(),
             output_artifact: None,
+            output_hash: None,
+            output_len: None,
             loop_detection: None,
             file_hashes: BTreeMap::new(),
             state_after: after,
