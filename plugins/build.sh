@@ -13,6 +13,10 @@ cd "$(dirname "$0")"
 target="${AGENTFORGE_PLUGINS_TARGET:-../target/plugins}"
 quiet=--quiet
 [ "${1:-}" = --progress ] && quiet=
+# A RUSTFLAGS in the environment would replace the target's flags in .cargo/config.toml
+# (WASM SIMD, which the extractors' regex and memchr need to be fast): host flags are not
+# for the guests.
+unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_BUILD_RUSTFLAGS
 cargo build $quiet --locked --manifest-path Cargo.toml --target wasm32-wasip2 --release --target-dir "$target"
 for cargo_toml in */Cargo.toml; do
     crate="$(dirname "$cargo_toml")"

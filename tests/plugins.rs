@@ -766,3 +766,163 @@ fn hostile_corpus_recursion_output_capabilities_and_contracts() {
         .unwrap();
     assert_eq!(facts[0].statement, "tests: 1 passed, 0 failed");
 }
+
+/// Whether a component's code uses WASM SIMD instructions, read from the built bytes
+/// (nested core modules included), not from the build configuration.
+fn uses_simd(wasm: &[u8]) -> bool {
+    const SIMD_PREFIXES: [&str; 7] = ["V128", "I8x16", "I16x8", "I32x4", "I64x2", "F32x4", "F64x2"];
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        if let Ok(wasmparser::Payload::CodeSectionEntry(body)) = payload {
+            let mut ops = body.get_operators_reader().expect("a function body");
+            while !ops.eof() {
+                let op = format!("{:?}", ops.read().expect("an operator"));
+                if SIMD_PREFIXES.iter().any(|p| op.starts_with(p)) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// The extractors scan tool output with regex and memchr, whose fast paths need WASM SIMD
+/// (`plugins/.cargo/config.toml`); a build path that loses the flag (a `RUSTFLAGS` in the
+/// environment overrides it) would halve their speed silently. Checked on the components
+/// the host embeds and on the copies `plugins/build.sh` puts in the plugin folders.
+#[test]
+fn built_extractors_are_compiled_with_simd() {
+    let mut checked = 0;
+    for (folder, _manifest, wasm, _precompiled) in agentforge_builtins::BUILTIN_PLUGINS {
+        if !folder.starts_with("extract-") {
+            continue;
+        }
+        assert!(
+            uses_simd(wasm),
+            "embedded built-in `{folder}` has no SIMD code"
+        );
+        let copy = plugins()
+            .join(folder)
+            .join(format!("{}.wasm", folder.replace('-', "_")));
+        let copy = std::fs::read(&copy).unwrap_or_else(|e| panic!("{}: {e}", copy.display()));
+        assert!(
+            uses_simd(&copy),
+            "plugins/{folder} component has no SIMD code"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} extractors found");
+    // The check tells the two apart: one function body `end`, and one that splats an
+    // i32 to a vector (`i32.const 0; i8x16.splat; drop; end`).
+    let header = b"\0asm\x01\0\0\0\x01\x04\x01\x60\0\0\x03\x02\x01\0";
+    let plain = [&header[..], b"\x0a\x04\x01\x02\0\x0b"].concat();
+    let simd = [&header[..], b"\x0a\x09\x01\x07\0\x41\0\xfd\x0f\x1a\x0b"].concat();
+    assert!(!uses_simd(&plain));
+    assert!(uses_simd(&simd));
+}
+
+/// Gates run with a fresh store per call from the instance pool: slots go back to the
+/// pool when a call ends, so more calls than the pool has slots all succeed, and each
+/// starts from a clean instance (the verdicts alternate exactly with the exit codes).
+#[test]
+fn fresh_store_calls_reuse_pool_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    install(tmp.path(), "gate-command", "gate-command", |m| m);
+    let (loaded, errors) = load_with(tmp.path(), tmp.path(), "");
+    assert!(errors.is_empty(), "{errors:?}");
+    let gate = find(&loaded, "gate-command").wasm_gate().unwrap();
+    // More than the pool's 1,000 component instances.
+    for i in 0..1_500 {
+        let v = gate
+            .try_evaluate(
+                "tests",
+                Some(i % 2),
+                false,
+                "test result: ok. 3 passed",
+                &[],
+            )
+            .unwrap_or_else(|e| panic!("call {i}: {e}"));
+        assert_eq!(v.passing, i % 2 == 0, "call {i}");
+    }
+}
+
+/// A run loads the built-in extractors, gates and guards when a step first needs them:
+/// the first prompt is rendered (what `resume` does before its model request) with only
+/// the task types loaded; the first action consults the guards; the first check loads the
+/// gates and extractors. A kind a plugin folder provides is loaded at once (replacement
+/// rules need the built-ins of that kind).
+#[test]
+fn built_in_kinds_load_when_a_step_first_needs_them() {
+    use agentforge::config::Config;
+    use agentforge::executor::{Executor, Runtime};
+    use agentforge::providers::{ModelReply, ModelResponse, Provider, ProviderKind, Usage};
+    use agentforge::task::TaskSpec;
+    use agentforge::tools::Workspace;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let ws_dir = tmp.path().join("ws");
+    std::fs::create_dir_all(ws_dir.join("src")).unwrap();
+    std::fs::write(ws_dir.join("src/lib.rs"), "pub fn one() -> u32 { 1 }\n").unwrap();
+    let replay = tmp.path().join("empty.jsonl");
+    std::fs::write(&replay, "").unwrap();
+    let runtime = |dirs: &[PathBuf]| {
+        let mut config = Config::default();
+        config.provider.kind = ProviderKind::Replay;
+        config.provider.replay = Some(replay.clone());
+        let provider = Provider::from_settings(&config.provider_settings()).unwrap();
+        let mut rt = Runtime::new(Workspace::new(&ws_dir).unwrap(), config, provider);
+        rt.load_plugins(dirs).unwrap();
+        rt
+    };
+    let reply = |name: &str, arguments: serde_json::Value| ModelResponse {
+        reply: ModelReply::ToolCall {
+            name: name.into(),
+            arguments,
+        },
+        usage: Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+        },
+        model: "test".into(),
+    };
+    let spec = TaskSpec::parse(
+        "id: lazy\ntask_type: fix_violation\ngoal: keep it compiling\ninputs:\n  violation:\n    file_path: src/lib.rs\n    message: test\nchecks:\n  - name: tests\n    command: grep -q 'pub fn' src/lib.rs\n    kind: test\n",
+        "lazy",
+    )
+    .unwrap();
+
+    let rt = runtime(&[]);
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let exec = Executor::new(&rt, rt.create_task(&spec).unwrap());
+    let prepared = exec.prepare().unwrap();
+    assert!(prepared.prompt.total_tokens > 0);
+    let loaded = |rt: &Runtime| {
+        [
+            rt.extractors.is_loaded(),
+            rt.gates.is_loaded(),
+            rt.guards.is_loaded(),
+        ]
+    };
+    assert_eq!(
+        loaded(&rt),
+        [false, false, false],
+        "nothing but task types before the model request"
+    );
+    tokio
+        .block_on(exec.apply(prepared, reply("run_tests", serde_json::json!({}))))
+        .unwrap();
+    assert_eq!(loaded(&rt), [true, true, true], "a check uses all three");
+    let state = exec.dir().load_state().unwrap();
+    let check = &state.verification.checks["tests"];
+    assert!(
+        check.passing,
+        "the built-in gate judged the check: {check:?}"
+    );
+
+    // A folder with a gate: gates load with the folder, the other kinds still wait.
+    let folder = tmp.path().join("plugins");
+    install(&folder, "gate-command", "my-gate", |m| {
+        m.replace("name = \"gate-command\"", "name = \"my-gate\"")
+    });
+    let rt = runtime(&[folder]);
+    assert_eq!(loaded(&rt), [false, true, false]);
+}

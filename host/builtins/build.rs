@@ -88,6 +88,7 @@ fn main() {
         "RUSTC_WORKSPACE_WRAPPER",
         "CARGO_ENCODED_RUSTFLAGS",
         "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
         "CARGO_TARGET_DIR",
         "CARGO_BUILD_TARGET",
     ] {

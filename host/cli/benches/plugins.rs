@@ -1,25 +1,35 @@
-//! `cargo bench -p agentforge --bench plugins`: load time of the cargo extractor plugin
-//! (cold: compiling; warm: from the cache), and one extractor call over a ~100 KB cargo
-//! output against the native rules, and start-up with 10 plugins (cold: empty cache;
-//! warm: cache hit). Needs `bash plugins/build.sh` first.
+//! `cargo bench -p agentforge --bench plugins`: the first command after install (empty
+//! cache), load time of the cargo extractor plugin (cold: compiling; warm: from the
+//! cache), one extractor call over a ~100 KB cargo output against the native rules (pair
+//! by pair), start-up with 10 plugins, and a gate called with a fresh store each time.
+//! Every figure is min / median / max over several runs (`stats.rs`). Needs
+//! `bash plugins/build.sh` first. `-- first|load|extract|ten|gate` runs one part.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[path = "native_rules.rs"]
 mod native_rules;
+#[path = "stats.rs"]
+mod stats;
 
 use agentforge::extract::FactExtractor;
 use agentforge::plugins::load_dir;
 use agentforge::state_store::ActionResult;
 use native_rules::CargoRules;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+use stats::{median, Summary, RUNS};
 
 fn main() {
+    // `cargo test --benches` runs this too; keep that fast by skipping unless benchmarking.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("plugins bench: run with `cargo bench -p agentforge --bench plugins`");
+        return;
+    }
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
@@ -30,92 +40,190 @@ fn main() {
         "run `bash plugins/build.sh` first"
     );
     let tmp = tempfile::tempdir().unwrap();
+    println!("(each figure: median (min, max, n runs))");
+    if want("first") {
+        first_command(tmp.path());
+    }
     let dir = tmp.path().join("plugins");
     std::fs::create_dir_all(dir.join("extract-cargo")).unwrap();
     for f in ["plugin.toml", "extract_cargo.wasm"] {
         std::fs::copy(plugin.join(f), dir.join("extract-cargo").join(f)).unwrap();
     }
-    let cache = tmp.path().join("cache");
+    if want("load") {
+        load_times(&dir, tmp.path());
+    }
+    if want("extract") {
+        extract_calls(root, &dir, tmp.path());
+    }
+    if want("ten") {
+        ten_plugins(&plugin, tmp.path());
+    }
+    if want("gate") {
+        gate_calls(&root.join("plugins/gate-command"), tmp.path());
+    }
+}
 
-    let t = Instant::now();
-    let (loaded, errors) = load_dir(&dir, &cache);
-    let cold = t.elapsed();
-    assert!(errors.is_empty() && loaded[0].compiled, "{errors:?}");
-    let mut warm = Vec::new();
-    for _ in 0..10 {
+/// `agentforge plugins list` as the first command after install: a new process, an empty
+/// compile cache; then the same with the cache as the first call left it.
+fn first_command(tmp: &Path) {
+    let bin = env!("CARGO_BIN_EXE_agentforge");
+    let ws = tmp.join("first-ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let run = |cache: &Path| {
         let t = Instant::now();
-        let (loaded, _) = load_dir(&dir, &cache);
+        let out = std::process::Command::new(bin)
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["plugins", "list"])
+            .env("AGENTFORGE_CACHE_DIR", cache)
+            .output()
+            .unwrap();
+        let elapsed = t.elapsed();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        elapsed
+    };
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for rep in 0..RUNS {
+        let cache = tmp.join(format!("first-cache-{rep}"));
+        cold.push(run(&cache));
+        warm.push(run(&cache));
+    }
+    println!(
+        "first command after install (`plugins list`, empty cache): {}",
+        Summary::of_times(&cold).time()
+    );
+    println!(
+        "second command (`plugins list`, same cache): {}",
+        Summary::of_times(&warm).time()
+    );
+}
+
+/// Loading the cargo extractor from its folder: compiling (empty cache), then from the
+/// cache.
+fn load_times(dir: &Path, tmp: &Path) {
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for rep in 0..RUNS {
+        let cache = tmp.join(format!("load-cache-{rep}"));
+        let t = Instant::now();
+        let (loaded, errors) = load_dir(dir, &cache);
+        cold.push(t.elapsed());
+        assert!(errors.is_empty() && loaded[0].compiled, "{errors:?}");
+        let t = Instant::now();
+        let (loaded, _) = load_dir(dir, &cache);
         warm.push(t.elapsed());
         assert!(!loaded[0].compiled);
     }
     println!(
-        "load extract-cargo: cold {cold:?}, warm median {:?}",
-        median(warm)
+        "load extract-cargo, cold (compile): {}",
+        Summary::of_times(&cold).time()
     );
+    println!(
+        "load extract-cargo, warm (cache hit): {}",
+        Summary::of_times(&warm).time()
+    );
+}
 
+/// One extraction over ~100 KB of cargo output: native rules, then the plugin with its
+/// kept instance, then the plugin with a fresh instance per call, each plugin sample
+/// paired with the native sample taken just before it.
+fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
+    let cache = tmp.join("extract-cache");
+    let (loaded, errors) = load_dir(dir, &cache);
+    assert!(errors.is_empty(), "{errors:?}");
     // ~100 KB: the real fixture repeated (many test binaries' worth of output).
     let one =
         std::fs::read_to_string(root.join("tests/data/outputs/cargo_test_failures.txt")).unwrap();
     let output = one.repeat(100_000 / one.len() + 1);
-    let wasm = loaded[0].wasm_extractor().unwrap();
-    let (mut native_t, mut wasm_t) = (Vec::new(), Vec::new());
-    for _ in 0..30 {
-        let t = Instant::now();
-        let n = CargoRules.extract("tests", &output, ActionResult::Failure, 1);
-        native_t.push(t.elapsed());
-        let t = Instant::now();
-        let w = wasm
-            .try_extract("tests", &output, ActionResult::Failure, 1)
-            .unwrap();
-        wasm_t.push(t.elapsed());
-        assert_eq!(n[0], w[0]);
-    }
-    let empty = Instant::now();
-    for _ in 0..100 {
-        wasm.try_extract("tests", "", ActionResult::Success, 1)
-            .unwrap();
-    }
-    let empty = empty.elapsed() / 100;
+    let kept = loaded[0].wasm_extractor().unwrap();
 
     // The same plugin with a fresh instance per call (how third-party plugins run).
-    let manifest = dir.join("extract-cargo/plugin.toml");
+    let fresh_dir = tmp.join("extract-fresh");
+    std::fs::create_dir_all(fresh_dir.join("extract-cargo")).unwrap();
+    for f in ["plugin.toml", "extract_cargo.wasm"] {
+        std::fs::copy(
+            dir.join("extract-cargo").join(f),
+            fresh_dir.join("extract-cargo").join(f),
+        )
+        .unwrap();
+    }
+    let manifest = fresh_dir.join("extract-cargo/plugin.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
         text.replace("reuse_instance = true", "reuse_instance = false"),
     )
     .unwrap();
-    let (fresh, _) = load_dir(&dir, &cache);
+    let (fresh, errors) = load_dir(&fresh_dir, &cache);
+    assert!(errors.is_empty(), "{errors:?}");
     let fresh = fresh[0].wasm_extractor().unwrap();
-    let mut fresh_t = Vec::new();
-    for _ in 0..30 {
+
+    let native = || {
+        let t = Instant::now();
+        let n = CargoRules.extract("tests", &output, ActionResult::Failure, 1);
+        (t.elapsed(), n)
+    };
+    // Warm-up: the kept instance's first call compiles its regexes.
+    kept.try_extract("tests", &output, ActionResult::Failure, 1)
+        .unwrap();
+    let (mut kept_pairs, mut fresh_pairs) = (Vec::new(), Vec::new());
+    for _ in 0..3 * RUNS {
+        let (n_t, n) = native();
+        let t = Instant::now();
+        let w = kept
+            .try_extract("tests", &output, ActionResult::Failure, 1)
+            .unwrap();
+        kept_pairs.push((n_t, t.elapsed()));
+        assert_eq!(n[0], w[0], "the plugin and the native rules agree");
+        let (n_t, _) = native();
         let t = Instant::now();
         fresh
             .try_extract("tests", &output, ActionResult::Failure, 1)
             .unwrap();
-        fresh_t.push(t.elapsed());
+        fresh_pairs.push((n_t, t.elapsed()));
     }
-    let fresh_empty = Instant::now();
-    for _ in 0..30 {
-        fresh
-            .try_extract("tests", "", ActionResult::Success, 1)
-            .unwrap();
-    }
-    let fresh_empty = fresh_empty.elapsed() / 30;
-
-    let (n, w, f) = (median(native_t), median(wasm_t), median(fresh_t));
+    let natives: Vec<Duration> = kept_pairs.iter().chain(&fresh_pairs).map(|p| p.0).collect();
+    let kb = output.len() / 1024;
     println!(
-        "extract over {} KB: native {n:?}; plugin, kept instance {w:?} ({:.2}x); plugin, fresh instance {f:?} ({:.2}x)",
-        output.len() / 1024,
-        w.as_secs_f64() / n.as_secs_f64(),
-        f.as_secs_f64() / n.as_secs_f64(),
+        "extract over {kb} KB, native rules: {}",
+        Summary::of_times(&natives).time()
     );
     println!(
-        "plugin call on empty output: kept instance {empty:?}, fresh instance {fresh_empty:?}"
+        "extract over {kb} KB, plugin (kept instance): {}; vs native, pair by pair: {}",
+        Summary::of_times(&kept_pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
+        Summary::of_ratios(&kept_pairs)
     );
-
-    ten_plugins(&plugin, tmp.path());
-    gate_calls(&root.join("plugins/gate-command"), tmp.path());
+    println!(
+        "extract over {kb} KB, plugin (fresh instance): {}; vs native, pair by pair: {}",
+        Summary::of_times(&fresh_pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
+        Summary::of_ratios(&fresh_pairs)
+    );
+    // A call with nothing to do: the boundary's fixed cost.
+    let per_call = |x: &agentforge::plugins::WasmExtractor| {
+        (0..RUNS)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..100 {
+                    x.try_extract("tests", "", ActionResult::Success, 1)
+                        .unwrap();
+                }
+                t.elapsed() / 100
+            })
+            .collect::<Vec<_>>()
+    };
+    println!(
+        "plugin call on empty output, kept instance: {}",
+        Summary::of_times(&per_call(&kept)).time()
+    );
+    println!(
+        "plugin call on empty output, fresh instance: {}",
+        Summary::of_times(&per_call(&fresh)).time()
+    );
 }
 
 /// Start-up with 10 plugins: `load_dir` over 10 copies of extract-cargo, each a distinct
@@ -149,23 +257,27 @@ fn ten_plugins(plugin: &Path, tmp: &Path) {
         (elapsed, loaded.iter().filter(|p| p.compiled).count())
     };
     let mut cold = Vec::new();
-    let mut cache = PathBuf::new();
+    let mut warm = Vec::new();
     for rep in 0..5 {
-        cache = tmp.join(format!("ten-cache-{rep}"));
+        let cache = tmp.join(format!("ten-cache-{rep}"));
         let (t, compiled) = load(&cache);
         assert_eq!(compiled, 10, "a cold start compiles every plugin");
         cold.push(t);
-    }
-    let mut warm = Vec::new();
-    for _ in 0..20 {
         let (t, compiled) = load(&cache);
         assert_eq!(compiled, 0, "a warm start compiles nothing");
         warm.push(t);
     }
+    let cache = tmp.join("ten-cache-0");
+    for _ in 5..RUNS {
+        warm.push(load(&cache).0);
+    }
     println!(
-        "start-up with 10 plugins (total load time): cold (empty cache) median {:?}, warm (cache hit) median {:?}",
-        median(cold),
-        median(warm)
+        "start-up with 10 plugins, cold (empty cache): {}",
+        Summary::of_times(&cold).time()
+    );
+    println!(
+        "start-up with 10 plugins, warm (cache hit): {}",
+        Summary::of_times(&warm).time()
     );
 }
 
@@ -193,7 +305,7 @@ fn with_custom_section(wasm: &[u8], i: usize) -> Vec<u8> {
 }
 
 /// A small gate called the way untrusted plugins are: a fresh store, instantiation and
-/// call every time (target: median at most 50 microseconds).
+/// call every time. Each run's figure is the median of 1,000 calls.
 fn gate_calls(plugin: &Path, tmp: &Path) {
     let dir = tmp.join("gate");
     std::fs::create_dir_all(dir.join("gate-command")).unwrap();
@@ -203,23 +315,27 @@ fn gate_calls(plugin: &Path, tmp: &Path) {
     let (loaded, errors) = load_dir(&dir, &tmp.join("gate-cache"));
     assert!(errors.is_empty(), "{errors:?}");
     let gate = loaded[0].wasm_gate().expect("a gate");
-    let mut times = Vec::new();
-    for i in 0..2000 {
-        let t = Instant::now();
-        let v = gate
-            .try_evaluate(
-                "tests",
-                Some(i % 2),
-                false,
-                "test result: ok. 3 passed",
-                &[],
-            )
-            .unwrap();
-        times.push(t.elapsed());
-        assert_eq!(v.passing, i % 2 == 0);
+    let mut runs = Vec::new();
+    for _ in 0..RUNS {
+        let mut times = Vec::new();
+        for i in 0..1000 {
+            let t = Instant::now();
+            let v = gate
+                .try_evaluate(
+                    "tests",
+                    Some(i % 2),
+                    false,
+                    "test result: ok. 3 passed",
+                    &[],
+                )
+                .unwrap();
+            times.push(t.elapsed());
+            assert_eq!(v.passing, i % 2 == 0);
+        }
+        runs.push(median(&mut times));
     }
     println!(
-        "gate-command, fresh store + instantiation + call: median {:?} over 2000 calls",
-        median(times)
+        "gate-command, fresh store + instantiation + call: {}",
+        Summary::of_times(&runs).time()
     );
 }

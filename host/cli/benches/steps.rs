@@ -6,6 +6,8 @@
 //!    with 1,000 prior actions in the log: median and p90;
 //! 3. resume after kill -9: time from process start to the next model request.
 
+#[path = "stats.rs"]
+mod stats;
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
@@ -19,6 +21,7 @@ use agentforge::state_store::{ActionRecord, ActionResult};
 use agentforge::task::TaskSpec;
 use agentforge::tools::Workspace;
 use serde_json::json;
+use stats::{Summary, RUNS};
 use support::scripted_server::{Protocol, Scripted, ScriptedServer};
 
 fn source_file() -> String {
@@ -88,11 +91,6 @@ fn response(name: String, arguments: serde_json::Value) -> ModelResponse {
         },
         model: "bench".into(),
     }
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn flat_tokens(tokio: &tokio::runtime::Runtime) {
@@ -180,19 +178,26 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
     }
     let dir = fake_history(&rt, &spec, 1000);
     let exec = Executor::new(&rt, dir);
-    let mut prep = Vec::new();
-    let mut total = Vec::new();
-    for i in 0..300u64 {
-        let t0 = Instant::now();
-        let prepared = exec.prepare().unwrap();
-        let t1 = Instant::now();
-        let args = json!({"path": format!("src/mod_{}.rs", i % 20), "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
-        tokio
-            .block_on(exec.apply(prepared, response("read_file".into(), args)))
-            .unwrap();
-        let t2 = Instant::now();
-        prep.push(t1 - t0);
-        total.push(t2 - t0);
+    // RUNS runs of 50 steps; each run's figure is its median step.
+    let (mut prep_runs, mut total_runs, mut all) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..RUNS as u64 {
+        let (mut prep, mut total) = (Vec::new(), Vec::new());
+        for j in 0..50u64 {
+            let i = run * 50 + j;
+            let t0 = Instant::now();
+            let prepared = exec.prepare().unwrap();
+            let t1 = Instant::now();
+            let args = json!({"path": format!("src/mod_{}.rs", i % 20), "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
+            tokio
+                .block_on(exec.apply(prepared, response("read_file".into(), args)))
+                .unwrap();
+            let t2 = Instant::now();
+            prep.push(t1 - t0);
+            total.push(t2 - t0);
+        }
+        all.extend(total.iter().copied());
+        prep_runs.push(stats::median(&mut prep));
+        total_runs.push(stats::median(&mut total));
     }
     let state = exec.dir().load_state().unwrap();
     assert_eq!(
@@ -201,21 +206,23 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         "{:?}",
         state.status_reason
     );
-    let mut sorted = total.clone();
-    sorted.sort();
-    println!("== host overhead per step, 1,000 prior actions, 300 steps (read_file, no model, no commands) ==");
+    all.sort();
+    println!("== host overhead per step, 1,000+ prior actions, {RUNS} runs of 50 steps (read_file, no model, no commands) ==");
     println!(
-        "prepare median = {:?}; prepare + apply median = {:?}, p90 = {:?}",
-        median(&mut prep),
-        median(&mut total),
-        sorted[sorted.len() * 9 / 10]
+        "prepare (per-run median): {}",
+        Summary::of_times(&prep_runs).time()
+    );
+    println!(
+        "prepare + apply (per-run median): {}; p90 over all steps {}",
+        Summary::of_times(&total_runs).time(),
+        stats::human(all[all.len() * 9 / 10].as_secs_f64())
     );
 }
 
 fn resume_time() {
     let bin = env!("CARGO_BIN_EXE_agentforge");
     let mut samples = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..RUNS {
         let tmp = tempfile::tempdir().unwrap();
         let (rt, spec) = setup(tmp.path(), 5000);
         let dir = fake_history(&rt, &spec, 1000);
@@ -249,9 +256,8 @@ fn resume_time() {
     }
     println!("== resume after kill -9 (torn last line, 1,000 prior actions) ==");
     println!(
-        "process start -> next model request: median = {:?} (5 runs: {:?})",
-        median(&mut samples.clone()),
-        samples
+        "process start -> next model request: {}",
+        Summary::of_times(&samples).time()
     );
 }
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::config::Config;
+use crate::deferred::Deferred;
 use agentforge_context::prompts::{PromptVars, Prompts};
 use agentforge_context::schemas::{numbered_file, ContextSchema, SchemaRegistry};
 use agentforge_context::{
@@ -134,6 +135,9 @@ pub enum ExecError {
         #[source]
         source: tools::ToolError,
     },
+    /// Built-in plugins loaded on first use failed to load (the binary is broken).
+    #[error("{0}")]
+    Plugins(String),
     /// The task's type is not registered.
     #[error(transparent)]
     UnknownTaskType(#[from] agentforge_context::schemas::UnknownTaskType),
@@ -180,7 +184,9 @@ impl ExecError {
             ExecError::Store(StoreError::NotFound { .. } | StoreError::Exists { .. }) => {
                 exit::USAGE
             }
-            ExecError::Store(StoreError::Corrupt { .. }) | ExecError::Provider(_) => exit::FAILED,
+            ExecError::Store(StoreError::Corrupt { .. })
+            | ExecError::Provider(_)
+            | ExecError::Plugins(_) => exit::FAILED,
             ExecError::Interrupted { .. } => exit::INTERRUPTED,
         }
     }
@@ -274,21 +280,91 @@ pub struct Runtime {
     pub prompts: Prompts,
     /// Task types.
     pub schemas: SchemaRegistry,
-    /// Fact extractors.
-    pub extractors: Extractors,
-    /// Quality gates, chosen per check.
-    pub gates: Gates,
+    /// Fact extractors (built-ins loaded on first use, see [`Runtime::load_plugins`]).
+    pub extractors: Deferred<Extractors>,
+    /// Quality gates, chosen per check (built-ins loaded on first use).
+    pub gates: Deferred<Gates>,
     /// Actions added by tool plugins.
     pub tools: Vec<Box<dyn ExtraTool>>,
     /// The checks of the task being run, for plugins' `run-check`.
     pub declared_checks: agentforge_plugin_host::DeclaredChecks,
-    /// Guards consulted before each action.
-    pub guards: Guards,
+    /// Guards consulted before each action (built-ins loaded on first use).
+    pub guards: Deferred<Guards>,
     /// Print a progress line per step on stderr.
     pub progress: bool,
     /// The command line's `--max-steps`: wins over the task file and the config, and is
     /// recorded in the task's state (see [`agentforge_core::budget::StepLimit`]).
     pub max_steps: Option<u64>,
+}
+
+/// The embedded built-in plugins whose manifest declares a kind not in `kinds`.
+fn builtin_plugins_except(
+    kinds: &[agentforge_plugin_host::PluginKind],
+) -> Vec<(&'static str, &'static str, &'static [u8], &'static [u8])> {
+    agentforge_builtins::BUILTIN_PLUGINS
+        .iter()
+        .filter(|b| builtin_kind(b.1).is_none_or(|k| !kinds.contains(&k)))
+        .copied()
+        .collect()
+}
+
+/// The embedded built-in plugins of `kind`.
+fn builtin_plugins_of(
+    kind: agentforge_plugin_host::PluginKind,
+) -> Vec<(&'static str, &'static str, &'static [u8], &'static [u8])> {
+    agentforge_builtins::BUILTIN_PLUGINS
+        .iter()
+        .filter(|b| builtin_kind(b.1) == Some(kind))
+        .copied()
+        .collect()
+}
+
+/// The kind a built-in's manifest declares (none when it does not parse: such a plugin
+/// is loaded with the others, where its error is reported).
+fn builtin_kind(manifest: &str) -> Option<agentforge_plugin_host::PluginKind> {
+    agentforge_plugin_host::Manifest::parse(manifest, Path::new("builtin/plugin.toml"))
+        .ok()?
+        .kind()
+        .ok()
+}
+
+fn install_extractors(into: &mut Extractors, plugins: Vec<agentforge_plugin_host::LoadedPlugin>) {
+    for p in plugins {
+        if let Some(x) = p.as_extractor() {
+            into.push(x);
+        }
+    }
+}
+
+/// A folder's gate takes over the checks it names from the built-in gates (a folder `*`
+/// gate replaces the built-in `*` one); two folder gates on one check stay an error.
+fn install_gates(
+    into: &mut Gates,
+    plugins: Vec<agentforge_plugin_host::LoadedPlugin>,
+) -> Result<(), agentforge_core::gates::GateConflict> {
+    let folder_claims: Vec<String> = plugins
+        .iter()
+        .filter(|p| !p.is_builtin())
+        .flat_map(|p| p.claims())
+        .collect();
+    for p in plugins {
+        if p.is_builtin() && p.claims().iter().any(|c| folder_claims.contains(c)) {
+            continue;
+        }
+        if let Some(g) = p.as_gate() {
+            into.push(g)?;
+        }
+    }
+    Ok(())
+}
+
+/// After the host's own guard (blocked actions); the first denial wins.
+fn install_guards(into: &mut Guards, plugins: Vec<agentforge_plugin_host::LoadedPlugin>) {
+    for p in plugins {
+        if let Some(g) = p.as_guard() {
+            into.push(g);
+        }
+    }
 }
 
 impl Runtime {
@@ -331,11 +407,11 @@ impl Runtime {
             store,
             prompts: Prompts::new(Some(&prompt_dir)),
             schemas: SchemaRegistry::default(),
-            extractors: Extractors::default(),
-            gates: Gates::default(),
+            extractors: Deferred::default(),
+            gates: Deferred::default(),
             tools: Vec::new(),
             declared_checks: Default::default(),
-            guards: Guards::default(),
+            guards: Deferred::default(),
             workspace,
             config,
             provider,
@@ -350,11 +426,16 @@ impl Runtime {
     /// plugin replaces a task type of the same name. Returns the load errors of broken
     /// plugins, which are skipped; two folder plugins claiming one task type, tool or
     /// check is an error naming both, and so is a broken built-in.
+    ///
+    /// Folder plugins and the built-in task types load now (the first prompt needs them).
+    /// The built-in extractors, gates and guards of a kind no folder plugin has load when
+    /// a step first uses that kind ([`Deferred`]): nothing of a folder can replace or
+    /// conflict with them, so loading them later changes no outcome, only when it is paid.
     pub fn load_plugins(
         &mut self,
         dirs: &[std::path::PathBuf],
     ) -> Result<Vec<String>, PluginSetupError> {
-        use agentforge_plugin_host::{load_builtin, load_dir_with, LoadOptions};
+        use agentforge_plugin_host::{load_builtin, load_dir_with, LoadOptions, PluginKind};
         let cache = agentforge_plugin_host::default_cache_dir();
         let mut opts = LoadOptions::new(&self.workspace, &self.config.plugins);
         opts.checks = self.declared_checks.clone();
@@ -379,7 +460,14 @@ impl Runtime {
             &cache,
             "the compiled-plugin cache this run loads plugins from",
         );
-        let (builtin, errors) = load_builtin(agentforge_builtins::BUILTIN_PLUGINS, &cache, &opts);
+        // The kinds whose built-ins wait for first use.
+        let deferred: Vec<PluginKind> =
+            [PluginKind::Extractor, PluginKind::Gate, PluginKind::Guard]
+                .into_iter()
+                .filter(|k| !from_folders.iter().any(|p| p.kind() == *k))
+                .collect();
+        let builtins = builtin_plugins_except(&deferred);
+        let (builtin, errors) = load_builtin(&builtins, &cache, &opts);
         if !errors.is_empty() {
             let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
             return Err(PluginSetupError::Builtin(all));
@@ -401,6 +489,38 @@ impl Runtime {
             .collect();
         all.extend(from_folders);
         warnings.extend(self.install(all)?);
+        for kind in deferred {
+            let (cache, opts) = (cache.clone(), opts.clone());
+            let load = move || {
+                let (loaded, errors) = load_builtin(&builtin_plugins_of(kind), &cache, &opts);
+                if errors.is_empty() {
+                    Ok(loaded)
+                } else {
+                    let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                    Err(PluginSetupError::Builtin(all).to_string())
+                }
+            };
+            match kind {
+                PluginKind::Extractor => {
+                    self.extractors = Deferred::later(Extractors::default(), move |x| {
+                        install_extractors(x, load()?);
+                        Ok(())
+                    })
+                }
+                PluginKind::Gate => {
+                    self.gates = Deferred::later(Gates::default(), move |g| {
+                        install_gates(g, load()?).map_err(|e| e.to_string())
+                    })
+                }
+                PluginKind::Guard => {
+                    self.guards = Deferred::later(Guards::default(), move |g| {
+                        install_guards(g, load()?);
+                        Ok(())
+                    })
+                }
+                _ => unreachable!("only extractors, gates and guards are deferred"),
+            }
+        }
         Ok(warnings)
     }
 
@@ -410,54 +530,48 @@ impl Runtime {
         &mut self,
         plugins: Vec<agentforge_plugin_host::LoadedPlugin>,
     ) -> Result<Vec<String>, PluginSetupError> {
+        use agentforge_plugin_host::PluginKind;
+        let (mut extractors, mut gates, mut guards) = (Vec::new(), Vec::new(), Vec::new());
         let mut schemas: Vec<agentforge_plugin_host::WasmSchema> = Vec::new();
-        // A folder's gate takes over the checks it names from the built-in gates (a
-        // folder `*` gate replaces the built-in `*` one); two folder gates on one check
-        // stay an error.
-        let folder_claims: Vec<String> = plugins
-            .iter()
-            .filter(|p| !p.is_builtin() && p.kind() == agentforge_plugin_host::PluginKind::Gate)
-            .flat_map(|p| p.claims())
-            .collect();
-        let plugins = plugins.into_iter().filter(|p| {
-            !(p.is_builtin()
-                && p.kind() == agentforge_plugin_host::PluginKind::Gate
-                && p.claims().iter().any(|c| folder_claims.contains(c)))
-        });
         // A folder's task type replaces the built-in one of that name: built-ins come
         // first, so a later plugin of the same task type wins over a built-in only.
         for p in plugins {
             let builtin = p.is_builtin();
-            if let Some(x) = p.as_extractor() {
-                self.extractors.push(x);
-            } else if let Some(g) = p.as_gate() {
-                self.gates.push(g)?;
-            } else if let Some(g) = p.as_guard() {
-                // After the host's own guard (blocked actions); the first denial wins.
-                self.guards.push(g);
-            } else if let Some(s) = p.as_schema() {
-                match schemas.iter().position(|o| o.name() == s.name()) {
-                    Some(i) if schemas[i].is_builtin() && !builtin => schemas[i] = s,
-                    Some(i) => {
-                        return Err(PluginSetupError::TaskTypeTwice {
-                            first: schemas[i].plugin().to_string(),
-                            second: p.name().to_string(),
-                            task_type: s.name().to_string(),
-                        })
+            match p.kind() {
+                PluginKind::Extractor => extractors.push(p),
+                PluginKind::Gate => gates.push(p),
+                PluginKind::Guard => guards.push(p),
+                PluginKind::ContextSchema => {
+                    let Some(s) = p.as_schema() else { continue };
+                    match schemas.iter().position(|o| o.name() == s.name()) {
+                        Some(i) if schemas[i].is_builtin() && !builtin => schemas[i] = s,
+                        Some(i) => {
+                            return Err(PluginSetupError::TaskTypeTwice {
+                                first: schemas[i].plugin().to_string(),
+                                second: p.name().to_string(),
+                                task_type: s.name().to_string(),
+                            })
+                        }
+                        None => schemas.push(s),
                     }
-                    None => schemas.push(s),
                 }
-            } else if let Some(t) = p.as_tool() {
-                if let Some(other) = self.tools.iter().find(|o| o.name() == t.name()) {
-                    return Err(PluginSetupError::ToolTwice {
-                        tool: t.name().to_string(),
-                        first: other.source(),
-                        second: p.name().to_string(),
-                    });
+                PluginKind::Tool => {
+                    let Some(t) = p.as_tool() else { continue };
+                    if let Some(other) = self.tools.iter().find(|o| o.name() == t.name()) {
+                        return Err(PluginSetupError::ToolTwice {
+                            tool: t.name().to_string(),
+                            first: other.source(),
+                            second: p.name().to_string(),
+                        });
+                    }
+                    self.tools.push(Box::new(t));
                 }
-                self.tools.push(Box::new(t));
             }
         }
+        let setup = |e: String| PluginSetupError::Builtin(vec![e]);
+        install_extractors(self.extractors.get_mut().map_err(setup)?, extractors);
+        install_gates(self.gates.get_mut().map_err(setup)?, gates)?;
+        install_guards(self.guards.get_mut().map_err(setup)?, guards);
         // Task types last: their phase graphs may offer the tools plugins add.
         let tool_names: Vec<String> = self.tools.iter().map(|t| t.name().to_string()).collect();
         let mut actions: Vec<&str> = agentforge_context::schemas::BUILTIN_ACTIONS.to_vec();
@@ -1390,6 +1504,8 @@ impl<'r> Executor<'r> {
                     });
                     self.rt
                         .guards
+                        .get()
+                        .map_err(ExecError::Plugins)?
                         .check_write("subtask.tested", &args, spec, state)
                 } else {
                     GuardDecision::Allow
@@ -1414,7 +1530,13 @@ impl<'r> Executor<'r> {
                     .target()
                     .map(|t| bound_text(&t, MAX_LOGGED_TARGET_CHARS));
                 exact_signature = Some(agentforge_core::guards::exact_signature(&action));
-                match self.rt.guards.check(&action, spec, state) {
+                match self
+                    .rt
+                    .guards
+                    .get()
+                    .map_err(ExecError::Plugins)?
+                    .check(&action, spec, state)
+                {
                     GuardDecision::Deny(reason) => refused(reason, &mut feedback),
                     decision => {
                         if let GuardDecision::Warn(w) = decision {
@@ -1428,12 +1550,12 @@ impl<'r> Executor<'r> {
                                 Some(err) => format!("{}\n{err}", e.summary),
                                 None => e.summary.clone(),
                             };
-                            let facts = self.rt.extractors.extract_action(
-                                action.name(),
-                                &text,
-                                e.result,
-                                step,
-                            );
+                            let facts = self
+                                .rt
+                                .extractors
+                                .get()
+                                .map_err(ExecError::Plugins)?
+                                .extract_action(action.name(), &text, e.result, step);
                             // The latest edit result replaces what the earlier ones said
                             // (a fixed edit must not leave its failure as an open issue).
                             if !facts.is_empty() {
@@ -1819,6 +1941,8 @@ impl<'r> Executor<'r> {
             let mut facts = self
                 .rt
                 .extractors
+                .get()
+                .map_err(ExecError::Plugins)?
                 .extract(&check.name, &output.output, result, step);
             if self.rt.config.understanding.model_fallback
                 && facts.iter().all(agentforge_core::extract::is_generic)
@@ -1850,7 +1974,12 @@ impl<'r> Executor<'r> {
                     ),
                 }
             }
-            let verdict = self.rt.gates.evaluate(check, &output, &facts);
+            let verdict = self
+                .rt
+                .gates
+                .get()
+                .map_err(ExecError::Plugins)?
+                .evaluate(check, &output, &facts);
             merge_facts(&mut state.facts, facts);
             combined.push_str(&format!(
                 "=== {} `{}` ({}, {} ms) ===\n{}\n",

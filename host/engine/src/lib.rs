@@ -3,4 +3,5 @@
 //! configuration ([`config`]) that wires providers, plugins, budgets and checks.
 
 pub mod config;
+pub mod deferred;
 pub mod executor;

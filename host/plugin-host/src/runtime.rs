@@ -35,8 +35,15 @@ pub(crate) struct Runtime {
 pub(crate) fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let engine = Engine::new(&super::engine_config::engine_config())
-            .expect("the plugin engine's configuration is valid");
+        let engine = pooled_engine().unwrap_or_else(|e| {
+            // Reserving the pool's address space can fail where virtual memory is capped
+            // (`ulimit -v`, strict overcommit): the on-demand allocator still works.
+            eprintln!(
+                "notice: the plugin instance pool could not be reserved ({e:#}); plugins get their memory on demand"
+            );
+            Engine::new(&super::engine_config::engine_config())
+                .expect("the plugin engine's configuration is valid")
+        });
         let weak = engine.weak();
         std::thread::Builder::new()
             .name("plugin-epoch".into())
@@ -61,6 +68,38 @@ pub(crate) fn runtime() -> &'static Runtime {
             .expect("link host 0.1");
         Runtime { engine, linker }
     })
+}
+
+/// Most component instances alive at once in the pool (kept instances of plugins that
+/// reuse one, plus calls in flight); instantiating past it fails the call with
+/// wasmtime's "maximum concurrent instance limit" error.
+pub(crate) const POOL_INSTANCES: u32 = 1000;
+/// Core instances per component instance, on average: a Rust `wasm32-wasip2` component
+/// holds its module plus a few adapter shims.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
+
+/// The engine with the pooling instance allocator: a fresh store per call (how gates,
+/// guards and untrusted plugins run) takes a ready slot instead of mapping memory and
+/// tables anew. Slots are reset on reuse (copy-on-write memory images, a little kept
+/// resident so small memories are cleared by `memset` instead of page faults).
+///
+/// The allocation strategy does not change compiled code: precompiled built-ins and the
+/// compile cache (made with [`super::engine_config::engine_config`]) load into either engine.
+fn pooled_engine() -> wasmtime::Result<Engine> {
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_component_instances(POOL_INSTANCES)
+        .total_core_instances(POOL_INSTANCES * CORE_INSTANCES_PER_COMPONENT)
+        .total_memories(POOL_INSTANCES)
+        .total_tables(POOL_INSTANCES * CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_module(1)
+        // The hard ceiling of any plugin's memory limit (`HARD_LIMITS`); each store's
+        // limiter enforces the plugin's own, smaller limit.
+        .max_memory_size(super::HARD_LIMITS.memory_bytes)
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10);
+    let mut config = super::engine_config::engine_config();
+    config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config)
 }
 
 /// Runs `f` where WASI's synchronous bindings may block: on a plugin thread when the

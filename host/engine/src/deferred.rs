@@ -1,0 +1,119 @@
+//! Registries filled on first use: a run loads the built-in plugins of a kind (extractors,
+//! gates, guards) when a step first needs that kind, so `resume` reaches its next model
+//! request having loaded only the task type it renders the prompt from.
+
+use std::sync::{Mutex, OnceLock};
+
+/// Fills a registry: adds the plugins of its kind.
+type Fill<T> = Box<dyn FnOnce(&mut T) -> Result<(), String> + Send>;
+
+/// A registry of one plugin kind, complete now or on first [`Deferred::get`].
+pub struct Deferred<T> {
+    ready: OnceLock<Result<T, String>>,
+    pending: Mutex<Option<(T, Fill<T>)>>,
+}
+
+impl<T> Deferred<T> {
+    /// A registry that is complete already.
+    pub fn ready(value: T) -> Deferred<T> {
+        Deferred {
+            ready: OnceLock::from(Ok(value)),
+            pending: Mutex::new(None),
+        }
+    }
+
+    /// A registry that starts as `base` and is completed by `fill` on first use.
+    pub fn later(
+        base: T,
+        fill: impl FnOnce(&mut T) -> Result<(), String> + Send + 'static,
+    ) -> Self {
+        Deferred {
+            ready: OnceLock::new(),
+            pending: Mutex::new(Some((base, Box::new(fill)))),
+        }
+    }
+
+    /// Whether the registry has been completed (for tests and `--verbose` output).
+    pub fn is_loaded(&self) -> bool {
+        self.ready.get().is_some()
+    }
+
+    /// The registry, completing it first if needed. A failure to complete is kept and
+    /// returned again on every later call (a broken built-in does not heal).
+    pub fn get(&self) -> Result<&T, String> {
+        self.ready
+            .get_or_init(|| {
+                // The lock only serialises the one fill; a panic inside it leaves the
+                // registry failed, not half-filled.
+                let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                match pending.take() {
+                    Some((mut value, fill)) => fill(&mut value).map(|()| value),
+                    None => Err("a plugin registry's loading failed earlier".to_string()),
+                }
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The registry for changes at set-up, completing it first if needed.
+    pub fn get_mut(&mut self) -> Result<&mut T, String> {
+        self.get()?;
+        match self.ready.get_mut() {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(e)) => Err(e.clone()),
+            None => unreachable!("`get` initialised the registry"),
+        }
+    }
+}
+
+impl<T: Default> Default for Deferred<T> {
+    fn default() -> Self {
+        Deferred::ready(T::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn fills_once_on_first_use_and_keeps_a_failure() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let d = Deferred::later(vec![1], move |v: &mut Vec<i32>| {
+            c.fetch_add(1, Ordering::SeqCst);
+            v.push(2);
+            Ok(())
+        });
+        assert!(!d.is_loaded());
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        assert_eq!(d.get().unwrap(), &vec![1, 2]);
+        assert_eq!(d.get().unwrap(), &vec![1, 2]);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(d.is_loaded());
+
+        let broken: Deferred<Vec<i32>> = Deferred::later(Vec::new(), |_| Err("boom".into()));
+        assert_eq!(broken.get().unwrap_err(), "boom");
+        assert_eq!(broken.get().unwrap_err(), "boom");
+    }
+
+    #[test]
+    fn concurrent_first_uses_fill_once() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let d = Deferred::later(0u32, move |v: &mut u32| {
+            c.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            *v = 7;
+            Ok(())
+        });
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| assert_eq!(*d.get().unwrap(), 7));
+            }
+        });
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+}
