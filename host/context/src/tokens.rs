@@ -51,18 +51,17 @@ impl Count {
 /// Counts tokens but stops once the count is known to exceed `cap`: the text is
 /// counted in pieces split where counts add up exactly, so the result is exact
 /// whenever it is at most `cap`, and huge text is never fully tokenized.
+///
+/// Each piece (a line or a few, at least [`PIECE`] bytes) is looked up in a cache of
+/// piece counts first: from one step to the next most of the context is the same lines
+/// (file contents, history, the task), so a step tokenizes only what is new.
 pub(crate) fn count_capped(text: &str, cap: usize) -> Count {
-    let chunk = cap.saturating_mul(2).max(8 * 1024);
     let mut total = 0;
     let mut rest = text;
     while !rest.is_empty() {
-        let end = if rest.len() <= chunk.saturating_add(chunk / 2) {
-            rest.len()
-        } else {
-            safe_split(rest, chunk)
-        };
+        let end = safe_split(rest, PIECE.min(rest.len()));
         let (piece, tail) = rest.split_at(end);
-        total += count_tokens(piece);
+        total += count_piece(piece);
         rest = tail;
         if total > cap && !rest.is_empty() {
             return Count::Over(total);
@@ -73,6 +72,41 @@ pub(crate) fn count_capped(text: &str, cap: usize) -> Count {
     } else {
         Count::Exact(total)
     }
+}
+
+/// Smallest piece worth a cache entry (shorter lines are grouped with the next ones).
+const PIECE: usize = 48;
+/// Piece counts remembered; past it the cache starts over (a bound on memory: about
+/// 16 bytes an entry).
+const PIECE_CACHE_ENTRIES: usize = 1 << 18;
+
+/// Counts of pieces, keyed by a 128-bit digest of their bytes (two independent 64-bit
+/// hashes), so a wrong hit needs a collision of both.
+static PIECES: LazyLock<Mutex<std::collections::HashMap<(u64, u64), u32>>> =
+    LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
+
+fn count_piece(piece: &str) -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    // Fixed keys: the digest only needs to tell pieces apart within this process.
+    static KEYS: LazyLock<(std::hash::RandomState, std::hash::RandomState)> =
+        LazyLock::new(|| (std::hash::RandomState::new(), std::hash::RandomState::new()));
+    let digest = |state: &std::hash::RandomState| {
+        let mut h = state.build_hasher();
+        h.write(piece.as_bytes());
+        h.finish()
+    };
+    let key = (digest(&KEYS.0), digest(&KEYS.1));
+    if let Some(n) = PIECES.lock().ok().and_then(|c| c.get(&key).copied()) {
+        return n as usize;
+    }
+    let n = count_tokens(piece);
+    if let Ok(mut cache) = PIECES.lock() {
+        if cache.len() >= PIECE_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    n
 }
 
 /// A byte offset at or after `from`, right after a `\n`, where token counts add up:
@@ -192,6 +226,26 @@ mod tests {
             Count::Over(count_capped(&text, 10).value())
         );
         assert_eq!(count_capped(&text, whole), Count::Exact(whole));
+    }
+
+    #[test]
+    fn piecewise_cached_counts_equal_whole_text_counts() {
+        // Code, prose, YAML, CRLF, non-ASCII and long lines; counted twice (the second
+        // time from the piece cache) and with a prefix changed (pieces shift).
+        let base: String = (0..400)
+            .map(|i| match i % 5 {
+                0 => format!("fn f{i}(x: &mut [u8]) -> Option<()> {{ x.get({i})?; None }}\n"),
+                1 => format!("  key{i}: \"value with spaces\"\r\n"),
+                2 => format!("L'\u{e9}t\u{e9} {i} \u{3000} \u{1F600} fin.\n"),
+                3 => "x".repeat(300 + i) + "\n",
+                _ => format!("\n\n/// doc {i}\n\t\tindent\n"),
+            })
+            .collect();
+        for text in [base.clone(), format!("prefix line\n{base}"), base[7..].to_string()] {
+            let whole = count_tokens(&text);
+            assert_eq!(count_capped(&text, usize::MAX), Count::Exact(whole));
+            assert_eq!(count_capped(&text, usize::MAX), Count::Exact(whole));
+        }
     }
 
     #[test]
