@@ -134,8 +134,13 @@ fn load_times(dir: &Path, tmp: &Path) {
 /// paired with the native sample taken just before it.
 fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
     let cache = tmp.join("extract-cache");
-    let (loaded, errors) = load_dir(dir, &cache);
+    // A folder plugin keeps its instance only where the project grants it (built-ins
+    // always do): granted here, as `[plugins] reuse_instance = ["extract-cargo"]` would.
+    let mut opts = agentforge::plugins::LoadOptions::default();
+    opts.config.reuse_instance = vec!["extract-cargo".to_string()];
+    let (loaded, errors) = agentforge::plugins::load_dir_with(dir, &cache, &opts);
     assert!(errors.is_empty(), "{errors:?}");
+    assert!(loaded[0].notes.is_empty(), "{:?}", loaded[0].notes);
     // ~100 KB: the real fixture repeated (many test binaries' worth of output).
     let one =
         std::fs::read_to_string(root.join("tests/data/outputs/cargo_test_failures.txt")).unwrap();

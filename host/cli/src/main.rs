@@ -267,6 +267,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let g = &cli.global;
     match &cli.command {
         Command::Run { task, flags } => {
+            // The first prompt counts tokens: load the tokenizer meanwhile.
+            agentforge::context::preload_tokenizer();
             let spec = TaskSpec::load(task).map_err(usage)?;
             // A task that exists keeps the provider it ran with (flags still override).
             let store = TaskStore::new(&workspace_root(g)?);
@@ -302,6 +304,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             drive(&rt, dir, g.json).await
         }
         Command::Resume { task_id, flags } => {
+            agentforge::context::preload_tokenizer();
             let store = TaskStore::new(&workspace_root(g)?);
             let id = match task_id {
                 Some(id) => id.clone(),

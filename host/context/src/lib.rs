@@ -59,7 +59,7 @@ use compress::{
 };
 use tokens::{count_cached, count_capped, count_capped_cached, Count};
 
-pub use tokens::count_tokens;
+pub use tokens::{count_tokens, preload as preload_tokenizer};
 
 /// Tokens added by the chat format around the two messages and the reply priming
 /// (3 per message + 3, as OpenAI documents for its chat models).

@@ -1,4 +1,5 @@
-//! Token counting with the o200k_base BPE (bundled in `tiktoken-rs`, no download).
+//! Token counting with the o200k_base BPE (prebuilt in `bpe-openai`, no download; the
+//! same counts as OpenAI's tiktoken, cross-checked in the tests below).
 //!
 //! Counts are additive over pieces cut right after a `\n` when the next line has a
 //! non-whitespace character (after optional horizontal whitespace) and does not start
@@ -8,21 +9,23 @@
 
 use std::sync::{LazyLock, Mutex};
 
-use tiktoken_rs::CoreBPE;
-
-static BPE: LazyLock<CoreBPE> = LazyLock::new(|| {
-    tiktoken_rs::o200k_base().expect("the o200k_base ranks are bundled in tiktoken-rs")
-});
-
 /// Counts the tokens of `text` with the o200k_base tokenizer (GPT-4o family), as a
 /// model would see it. Not an estimate: `count_tokens("hello world") == 2`.
 ///
-/// The tokenizer is loaded once, on first use.
+/// The tokenizer is loaded once, on first use (or ahead of it by [`preload`]).
 pub fn count_tokens(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    BPE.encode_ordinary(text).len()
+    bpe_openai::o200k_base().count(text)
+}
+
+/// Loads the tokenizer on a background thread, so a command that will count tokens
+/// (every run and resume) pays its load in parallel with its other start-up work.
+pub fn preload() {
+    let _ = std::thread::Builder::new()
+        .name("tokenizer-load".into())
+        .spawn(|| count_tokens("preload"));
 }
 
 /// A token count that may have been cut short.
@@ -241,10 +244,51 @@ mod tests {
                 _ => format!("\n\n/// doc {i}\n\t\tindent\n"),
             })
             .collect();
-        for text in [base.clone(), format!("prefix line\n{base}"), base[7..].to_string()] {
+        for text in [
+            base.clone(),
+            format!("prefix line\n{base}"),
+            base[7..].to_string(),
+        ] {
             let whole = count_tokens(&text);
             assert_eq!(count_capped(&text, usize::MAX), Count::Exact(whole));
             assert_eq!(count_capped(&text, usize::MAX), Count::Exact(whole));
+        }
+    }
+
+    /// The counts are OpenAI's: equal to tiktoken's o200k_base (`encode_ordinary`) on
+    /// the repository's own sources, prompts and tool outputs, and on edge cases.
+    #[test]
+    fn counts_equal_tiktoken_on_real_text() {
+        let tiktoken = tiktoken_rs::o200k_base().unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut texts: Vec<String> = [
+            "",
+            " ",
+            "\n\n\n",
+            "hello world",
+            "  indented\r\n\ttab\u{a0}nbsp \u{3000}ideographic",
+            "\u{1F600}\u{1F9D1}\u{200D}\u{1F4BB} emoji, \u{e9}t\u{e9}, \u{4e2d}\u{6587}, \u{0627}\u{0644}",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ]
+        .map(String::from)
+        .to_vec();
+        for dir in ["prompts", "tests/data/outputs", "host/context/src", "docs"] {
+            let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.is_file())
+                .collect();
+            files.sort();
+            texts.extend(files.iter().filter_map(|p| std::fs::read_to_string(p).ok()));
+        }
+        assert!(texts.len() > 30, "{}", texts.len());
+        for text in &texts {
+            assert_eq!(
+                count_tokens(text),
+                tiktoken.encode_ordinary(text).len(),
+                "{:?}",
+                &text[..text.len().min(80)]
+            );
         }
     }
 
