@@ -11,9 +11,9 @@
 //! executor can call it every step and `agentforge inspect loops` can [`LoopDetector::replay`]
 //! a recorded log offline with the same results.
 
-pub mod import;
 mod analysis;
 mod detectors;
+pub mod import;
 mod signature;
 mod suggest;
 
