@@ -8,15 +8,18 @@
 //! stays linear in the history per prefix; everything else is computed over a bounded
 //! context of the most recent steps.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
+use super::meaning::{
+    code_diff, code_id, content_words, failure_meaning, output_differs, same_message,
+};
 use super::signature::{
-    normalize_error, normalize_params, normalize_path, param_str, search_term, strip_volatile,
-    ActionCategory, ActionSignature,
+    command_of, normalize_error, normalize_params, normalize_path, param_str, search_term,
+    strip_volatile, ActionCategory, ActionSignature, ErrorCategory,
 };
 use super::StepView;
 use agentforge_core::actions::ContextItem;
@@ -38,8 +41,10 @@ struct ContentFacts {
     /// Files put back into a content they had before (not their previous one), or
     /// edits that exactly undo an earlier edit.
     returns: Vec<String>,
-    /// Some step up to and including this one changed a file.
+    /// Some step up to and including this one changed a file (or tried to).
     changed_so_far: bool,
+    /// A successful edit that changes only whitespace or comments: no change to the code.
+    noop: bool,
 }
 
 impl Prepared {
@@ -48,18 +53,24 @@ impl Prepared {
     /// prefix.
     pub(crate) fn new(history: &[StepView]) -> Prepared {
         let mut seen: HashMap<String, Vec<String>> = HashMap::new();
-        // Successful text edits per file as (old, new), to spot an edit undoing another.
-        let mut edits: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        // Successful text edits per file as (removed, added) code lines, to spot an edit
+        // undoing another however it is spaced, commented or quoted.
+        let mut edits: HashMap<String, Vec<CodeDiff>> = HashMap::new();
         let mut changed_so_far = false;
         let steps = history
             .iter()
             .map(|s| {
-                let content = content_ids(s);
-                let undo = undone_edit(s, &edits);
-                changed_so_far |= !content.is_empty();
+                let edit = text_edit(s);
+                let noop = edit
+                    .as_ref()
+                    .is_some_and(|(_, (removed, added))| removed.is_empty() && added.is_empty());
+                let content = if noop { Vec::new() } else { content_ids(s) };
+                let undo = undone_edit(edit.as_ref(), &edits);
+                changed_so_far |= !content.is_empty() || noop;
                 let mut facts = ContentFacts {
                     content: content.clone(),
                     changed_so_far,
+                    noop,
                     ..ContentFacts::default()
                 };
                 for (file, id) in &content {
@@ -77,8 +88,8 @@ impl Prepared {
                         facts.returns.push(file);
                     }
                 }
-                if let Some((file, old, new)) = text_edit(s) {
-                    edits.entry(file).or_default().push((old, new));
+                if let Some((file, diff)) = edit.filter(|_| !noop) {
+                    edits.entry(file).or_default().push(diff);
                 }
                 facts
             })
@@ -110,30 +121,58 @@ fn content_ids(s: &StepView) -> Vec<(String, String)> {
     let mut params = normalize_params(&s.parameters);
     if let Value::Object(map) = &mut params {
         map.remove("path");
+        // Code compared as code: a rewrite that only respaces or recomments is the same.
+        for (k, v) in map.iter_mut() {
+            if let (true, Value::String(text)) = (CODE_KEYS.contains(&k.as_str()), &*v) {
+                *v = Value::String(code_id(text));
+            }
+        }
     }
     let h = agentforge_core::hash::tagged(params.to_string().as_bytes());
     vec![(normalize_path(target), format!("args:{h}"))]
 }
 
-/// `(file, old_text, new_text)` of a successful `edit_file`, whitespace-collapsed.
-fn text_edit(s: &StepView) -> Option<(String, String, String)> {
-    if s.action != "edit_file" || s.result != ActionResult::Success {
+/// Arguments holding code, compared by [`code_id`].
+const CODE_KEYS: &[&str] = &[
+    "content",
+    "new_content",
+    "new_text",
+    "old_text",
+    "file_text",
+];
+
+/// Lines of code an edit removes and adds.
+type CodeDiff = (Vec<String>, Vec<String>);
+
+/// `(file, code diff)` of a successful text-replacing edit.
+fn text_edit(s: &StepView) -> Option<(String, CodeDiff)> {
+    if ActionCategory::of(&s.action) != ActionCategory::Edit || s.result != ActionResult::Success {
         return None;
     }
-    let file = normalize_path(s.target.as_deref().or(param_str(&s.parameters, "path"))?);
-    let old = collapse(param_str(&s.parameters, "old_text")?);
-    let new = collapse(param_str(&s.parameters, "new_text")?);
-    Some((file, old, new))
+    let p = &s.parameters;
+    let file = normalize_path(
+        s.target
+            .as_deref()
+            .or(param_str(p, "path"))
+            .or(param_str(p, "file_path"))?,
+    );
+    let old = param_str(p, "old_text").or(param_str(p, "old_str"))?;
+    let new = param_str(p, "new_text").or(param_str(p, "new_str"))?;
+    Some((file, code_diff(old, new)))
 }
 
-/// The file of an earlier edit that `s` exactly undoes (its old and new text swapped).
-fn undone_edit(s: &StepView, edits: &HashMap<String, Vec<(String, String)>>) -> Option<String> {
-    let (file, old, new) = text_edit(s)?;
+/// The file of an earlier edit that this one undoes: it adds back the code that one
+/// removed and removes the code that one added, however spaced or commented.
+fn undone_edit(
+    edit: Option<&(String, CodeDiff)>,
+    edits: &HashMap<String, Vec<CodeDiff>>,
+) -> Option<String> {
+    let (file, (removed, added)) = edit?;
     edits
-        .get(&file)?
+        .get(file)?
         .iter()
-        .any(|(o, n)| *o == new && *n == old && o != n)
-        .then_some(file)
+        .any(|(r, a)| r == added && a == removed)
+        .then(|| file.clone())
 }
 
 fn collapse(s: &str) -> String {
@@ -177,13 +216,36 @@ fn segments(s: &StepView, category: ActionCategory) -> Vec<Segment> {
         }
         _ => return Vec::new(),
     };
-    text.split("; ")
+    let segs: Vec<Segment> = text
+        .split("; ")
         .filter_map(|seg| {
             let (name, rest) = seg.split_once(": ")?;
             let name = name.trim();
             CHECK_NAME.is_match(name).then(|| parse_segment(name, rest))
         })
-        .collect()
+        .collect();
+    if !segs.is_empty() || category != ActionCategory::Check {
+        return segs;
+    }
+    // Other agents' logs: the counts are in the runner's output (its summary line is
+    // near the end).
+    let out = s.output.as_deref().or(s.error.as_deref()).unwrap_or("");
+    let tail = tail_chars(out, 3_000);
+    let seg = parse_segment("output", tail);
+    if seg.counted {
+        vec![seg]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The last `n` bytes of a text (at a character boundary).
+fn tail_chars(text: &str, n: usize) -> &str {
+    let mut start = text.len().saturating_sub(n);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 fn parse_segment(name: &str, rest: &str) -> Segment {
@@ -256,8 +318,14 @@ pub(crate) struct Info<'a> {
     pub error_fp: Option<String>,
     /// Normalized arguments.
     pub params: Value,
-    /// Normalized failure output of a check step that did not pass.
+    /// What the failure of a check step that did not pass means (its
+    /// [`failure_meaning`]): equal for the same failure however reworded.
     pub verif: Option<String>,
+    /// A successful edit that changes only whitespace or comments.
+    pub noop: bool,
+    /// Its output differs from the last output of the same call (same action, same
+    /// arguments): a polled command moved on, a file changed under a read.
+    pub output_new: bool,
     /// Produced something the recent steps had not: new file content, a read not done
     /// since the file last changed, a check result that differs, more output, a new error.
     pub fresh: bool,
@@ -281,6 +349,10 @@ pub(crate) struct Info<'a> {
     check_obs: Option<String>,
     /// What a successful read-like step looked at.
     read_key: Option<String>,
+    /// The part of the file a successful file read showed.
+    range: Option<Coverage>,
+    /// The content words of a message step.
+    words: Option<BTreeSet<String>>,
 }
 
 impl Info<'_> {
@@ -310,9 +382,14 @@ impl Info<'_> {
     }
 }
 
+/// Windows of history the analysis looks back over for comparisons (has this been read,
+/// run, said before?): enough for a cycle of a whole window's distinct actions to show
+/// up twice.
+pub(crate) const LOOKBACK: usize = 3;
+
 /// The recent steps, analysed.
 pub(crate) struct Analysis<'a> {
-    /// The last `2 * window` steps (lookback for comparisons), oldest first.
+    /// The last `LOOKBACK * window` steps but the environment's events, oldest first.
     pub ctx: Vec<Info<'a>>,
     /// Index in `ctx` of the first step of the detection window.
     pub window_start: usize,
@@ -324,9 +401,13 @@ impl<'a> Analysis<'a> {
     /// Analyses the end of `history` (whose file facts are `prepared`'s first entries).
     pub(crate) fn new(history: &'a [StepView], prepared: &Prepared, window: usize) -> Self {
         let window = window.max(1);
-        let base = history.len().saturating_sub(2 * window);
+        let base = history.len().saturating_sub(LOOKBACK * window);
         let mut ctx: Vec<Info<'a>> = Vec::with_capacity(history.len() - base);
         for (i, view) in history.iter().enumerate().skip(base) {
+            // Notifications the environment posted are not the agent's moves.
+            if ActionCategory::of(&view.action) == ActionCategory::Event {
+                continue;
+            }
             let facts = prepared.steps.get(i).cloned().unwrap_or_default();
             let info = analyse_step(view, facts, &ctx);
             ctx.push(info);
@@ -369,6 +450,15 @@ fn read_key(s: &StepView, category: ActionCategory, params: &Value) -> String {
             Ok(ContextItem::FullFile(path)) => format!("file:{}|null-null", normalize_path(&path)),
             _ => format!("load:{}", target.trim()),
         },
+        (ActionCategory::Read, action)
+            if !target.is_empty() && !matches!(action, "list_files" | "list_dir") =>
+        {
+            let mut rest = params.clone();
+            if let Value::Object(map) = &mut rest {
+                map.remove("path");
+            }
+            format!("file:{}|{rest}", normalize_path(target))
+        }
         (ActionCategory::Search, _) => format!(
             "search:{}|{}|{}",
             search_term(target),
@@ -387,12 +477,112 @@ fn read_key_file(key: &str) -> Option<&str> {
         .and_then(|rest| rest.split('|').next())
 }
 
+/// Lines a read with only a start is taken to cover (a typical page).
+const NOMINAL_PAGE: u64 = 100;
+
+/// What part of a file a read showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Coverage {
+    /// The whole file.
+    Whole,
+    /// These lines (first, last).
+    Lines(u64, u64),
+    /// Some part the arguments do not say in lines (a scroll, a page number).
+    Unknown,
+}
+
+/// What part of a file a read asks for.
+fn read_coverage(p: &Value) -> Coverage {
+    if let Some((s, e)) = read_range(p) {
+        return Coverage::Lines(s, e);
+    }
+    let extra = p
+        .as_object()
+        .is_some_and(|m| m.keys().any(|k| k != "path" && k != "file_path"));
+    if extra {
+        Coverage::Unknown
+    } else {
+        Coverage::Whole
+    }
+}
+
+/// The lines a file read asks for, from whichever arguments the tool uses
+/// (`start_line`/`end_line`, `offset`/`limit`, `view_range`, `start`/`end`, `line`).
+fn read_range(p: &Value) -> Option<(u64, u64)> {
+    let n = |k: &str| p.get(k).and_then(Value::as_u64);
+    let (start, end) = match p.get("view_range").and_then(Value::as_array) {
+        Some(r) if !r.is_empty() => (
+            r[0].as_u64(),
+            r.get(1)
+                .and_then(Value::as_i64)
+                .and_then(|e| u64::try_from(e).ok()),
+        ),
+        _ => {
+            let start = n("start_line")
+                .or(n("start"))
+                .or(n("offset").map(|o| o + 1))
+                .or(n("line"));
+            let end = n("end_line").or(n("end")).or_else(|| {
+                n("limit")
+                    .zip(start.or(Some(1)))
+                    .map(|(l, s)| s + l.max(1) - 1)
+            });
+            (start, end)
+        }
+    };
+    match (start, end) {
+        (None, None) => None,
+        (Some(s), Some(e)) => Some((s, e.max(s))),
+        (Some(s), None) => Some((s, s + NOMINAL_PAGE - 1)),
+        (None, Some(e)) => Some((1, e.max(1))),
+    }
+}
+
+/// Whether a read of `range` shows lines the earlier reads (`covered`) did not: at least
+/// half of its lines are new. A whole-file read is new after partial reads only; a read
+/// of unknown extent is judged by its output instead.
+fn covers_new_lines(range: Coverage, covered: &[Coverage]) -> bool {
+    if covered.contains(&Coverage::Whole) {
+        return false;
+    }
+    let (s, e) = match range {
+        Coverage::Lines(s, e) => (s, e),
+        Coverage::Whole => return true,
+        Coverage::Unknown => return false,
+    };
+    let lines: Vec<(u64, u64)> = covered
+        .iter()
+        .filter_map(|c| match c {
+            Coverage::Lines(a, b) => Some((*a, *b)),
+            _ => None,
+        })
+        .collect();
+    let new = (s..=e)
+        .filter(|l| !lines.iter().any(|(a, b)| a <= l && l <= b))
+        .count() as u64;
+    2 * new > e - s
+}
+
+/// The text a message step says.
+fn message_text(s: &StepView) -> String {
+    ["text", "message", "content", "thought", "plan"]
+        .iter()
+        .find_map(|k| param_str(&s.parameters, k))
+        .map(str::to_string)
+        .or_else(|| s.thought.clone())
+        .unwrap_or_else(|| s.summary.clone())
+}
+
 fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]) -> Info<'a> {
     let sig = ActionSignature::of(view);
     let category = sig.category;
     let key = sig.key();
     let approach = format!("{}:{}", view.action, sig.target.as_deref().unwrap_or(""));
-    let blockable = category != ActionCategory::Control && view.action != "invalid_reply";
+    // A shell command's target is its program: blocking `python` would block every
+    // Python command, so commands are warned about, never blocked.
+    let blockable = !matches!(category, ActionCategory::Control | ActionCategory::Message)
+        && view.action != "invalid_reply"
+        && command_of(view).is_none();
     let block = blockable.then(|| {
         format!(
             "{}:{}",
@@ -404,8 +594,14 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
     let error_fp = failed.then(|| normalize_error(view.error.as_deref().unwrap_or(&view.summary)));
     let params = normalize_params(&view.parameters);
     let is_check = category == ActionCategory::Check;
-    let verif = (is_check && view.result != ActionResult::Success)
-        .then(|| normalize_error(view.error.as_deref().unwrap_or(&view.summary)));
+    let verif = (is_check && view.result != ActionResult::Success).then(|| {
+        let mut text = view.error.clone().unwrap_or_else(|| view.summary.clone());
+        if let Some(out) = &view.output {
+            text.push('\n');
+            text.push_str(tail_chars(out, 6_000));
+        }
+        failure_meaning(sig.error.unwrap_or(ErrorCategory::Other), &text)
+    });
     let check_obs = is_check.then(|| {
         format!(
             "{}\n{}",
@@ -413,16 +609,36 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
             strip_volatile(view.error.as_deref().unwrap_or(""))
         )
     });
+    let noop = facts.noop;
 
     let read_key = (!failed
         && !is_check
-        && !matches!(category, ActionCategory::Edit | ActionCategory::Control))
+        && !matches!(
+            category,
+            ActionCategory::Edit | ActionCategory::Control | ActionCategory::Message
+        ))
     .then(|| read_key(view, category, &params));
+    let range = read_key
+        .as_deref()
+        .and_then(read_key_file)
+        .map(|_| read_coverage(&params));
     let same_approach = before.iter().rposition(|b| b.approach == approach);
-    let grew = match (same_approach, view.output_len) {
-        (Some(p), Some(now)) => before[p].view.output_len.is_some_and(|then| now > then),
+    // The same call made before (same action, same arguments): did its output move on?
+    let same_call = before
+        .iter()
+        .rev()
+        .find(|b| b.view.action == view.action && b.params == params);
+    let grew = match (same_call, view.output_len) {
+        (Some(b), Some(now)) => b.view.output_len.is_some_and(|then| now > then),
         _ => false,
     };
+    let output_new = same_call.is_some_and(|b| output_differs(view, b.view));
+    // New output counts as progress for a command still running or cut off by its time
+    // limit; a finished failure that only reads differently is the same failure.
+    let polled = (grew || output_new)
+        && (view.result == ActionResult::Partial
+            || view.result == ActionResult::Success
+            || sig.error == Some(ErrorCategory::Timeout));
 
     // Verification compared with the latest earlier report of it.
     let checks = view.checks_passing.zip(view.checks_failing);
@@ -437,6 +653,7 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         _ => (false, false),
     };
     let segs = segments(view, category);
+    let mut segs_changed = false;
     for seg in &segs {
         let prev = before
             .iter()
@@ -444,16 +661,26 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
             .find_map(|b| b.segs.iter().find(|s| s.name == seg.name));
         if let Some(prev) = prev {
             improved |= seg.improves_on(prev);
-            verification_changed |= seg != prev;
+            segs_changed |= seg != prev;
         }
     }
+    verification_changed |= segs_changed;
 
-    // A check whose result differs from its previous run: the failure moved (or the
-    // command is still producing output).
+    // A check whose result differs from its previous run: another failure (by meaning,
+    // not wording), other counts, or a run still producing output.
     let prev_run = if is_check { same_approach } else { None };
-    let changed_result = match (prev_run, &check_obs) {
-        (Some(p), Some(obs)) => before[p].check_obs.as_deref() != Some(obs.as_str()),
-        _ => false,
+    let changed_result = match prev_run {
+        Some(p) => {
+            let b = &before[p];
+            b.view.result != view.result
+                || b.verif != verif
+                || (segs_changed && !segs.is_empty())
+                // Only a finished failure is compared by meaning; a run still going or
+                // passing shows its progress in its summary.
+                || (view.result != ActionResult::Failure && b.check_obs != check_obs)
+                || polled
+        }
+        None => false,
     };
     verification_changed |= changed_result || grew;
 
@@ -464,6 +691,7 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
                 .any(|(f, _)| file.is_none_or(|want| want == f))
         })
     };
+    let words = (category == ActionCategory::Message).then(|| content_words(&message_text(view)));
     let fresh = if category == ActionCategory::Edit && !failed {
         facts.new_content
     } else if is_check {
@@ -476,35 +704,62 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
             .iter()
             .rev()
             .find(|b| b.failed && b.approach == approach);
-        prev_failure.is_none_or(|b| b.error_fp != error_fp)
+        polled || prev_failure.is_none_or(|b| b.error_fp != error_fp)
     } else if category == ActionCategory::Control {
         true
+    } else if let Some(words) = &words {
+        // Saying again what was said since anything new came in is not new.
+        let since = before
+            .iter()
+            .rposition(|b| b.fresh && b.category != ActionCategory::Message)
+            .map_or(0, |p| p + 1);
+        !before[since..]
+            .iter()
+            .any(|b| b.words.as_ref().is_some_and(|w| same_message(w, words)))
     } else {
         let key = read_key.as_deref().unwrap_or_default();
-        let previous = before
-            .iter()
-            .rposition(|b| b.read_key.as_deref() == Some(key));
-        match previous {
-            None => true,
-            Some(p) => {
-                grew || match read_key_file(key) {
-                    Some(file) => mutated_between(p, Some(file)),
-                    // Loaded test output and error details change when a check run
-                    // in between gave a new result.
-                    None if key.starts_with("load:") => {
-                        mutated_between(p, None)
-                            || before[p + 1..]
-                                .iter()
-                                .any(|b| b.category == ActionCategory::Check && b.fresh)
+        match read_key_file(key) {
+            Some(file) => {
+                // Lines read since the file last changed (or the same read showing new
+                // content: the file changed outside the agent's edits).
+                let last_change = before
+                    .iter()
+                    .rposition(|b| b.content.iter().any(|(f, _)| f == file))
+                    .map_or(0, |p| p + 1);
+                let earlier: Vec<&Info<'_>> = before[last_change..]
+                    .iter()
+                    .filter(|b| b.read_key.as_deref().and_then(read_key_file) == Some(file))
+                    .collect();
+                let covered: Vec<Coverage> = earlier.iter().filter_map(|b| b.range).collect();
+                let seen_key = earlier.iter().any(|b| b.read_key == read_key);
+                earlier.is_empty()
+                    || covers_new_lines(range.unwrap_or(Coverage::Whole), &covered)
+                    || (range == Some(Coverage::Unknown) && !seen_key)
+                    || output_new
+                    || grew
+            }
+            None => {
+                let previous = before
+                    .iter()
+                    .rposition(|b| b.read_key.as_deref() == Some(key));
+                match previous {
+                    None => true,
+                    Some(p) => {
+                        grew || output_new || mutated_between(p, None)
+                        // Loaded test output and error details change when a check
+                        // run in between gave a new result.
+                            || (key.starts_with("load:")
+                                && before[p + 1..]
+                                    .iter()
+                                    .any(|b| b.category == ActionCategory::Check && b.fresh))
                     }
-                    None => mutated_between(p, None),
                 }
             }
         }
     };
 
     let rewrites = rewritten(view, &facts, before);
-    let progress = facts.new_content || improved || changed_result || grew;
+    let progress = facts.new_content || improved || changed_result || polled;
     Info {
         view,
         sig,
@@ -516,6 +771,8 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         error_fp,
         params,
         verif,
+        noop,
+        output_new,
         fresh,
         improved,
         grew,
@@ -527,6 +784,8 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         segs,
         check_obs,
         read_key,
+        range,
+        words,
     }
 }
 

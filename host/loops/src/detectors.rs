@@ -19,6 +19,9 @@ const MIN_REWORKS: usize = 2;
 const MIN_STALE_READS: usize = 2;
 /// A read-only streak is repetitive when at least one step in this many is a repeat.
 const STALE_SHARE: usize = 3;
+/// Edits changing only whitespace or comments, with the same failure after them, before
+/// they count as a loop.
+const MIN_NOOP_EDITS: usize = 2;
 /// Evidence lines kept per detection.
 const MAX_EVIDENCE: usize = 8;
 
@@ -73,6 +76,7 @@ fn identical(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let same = |s: &Info<'_>| {
         s.failed
             && !s.grew
+            && !s.output_new
             && s.view.action == last.view.action
             && (s.params == last.params || s.error_fp == last.error_fp)
     };
@@ -118,7 +122,18 @@ fn file_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let ctx = &a.ctx;
     let mut returns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, s) in ctx.iter().enumerate().skip(a.window_start) {
+        // Putting code back once verification passes, or after it got better since the
+        // file's previous change, is cleaning up (debug prints, an experiment), not
+        // flip-flopping.
+        let passing = s.view.checks_failing == Some(0) && s.view.checks_passing > Some(0);
         for f in &s.returns {
+            let prev_change = ctx[..i]
+                .iter()
+                .rposition(|b| b.content.iter().any(|(g, _)| g == f))
+                .unwrap_or(0);
+            if passing || ctx[prev_change..i].iter().any(|b| b.improved) {
+                continue;
+            }
             returns.entry(f.as_str()).or_default().push(i);
         }
     }
@@ -200,7 +215,14 @@ fn verification_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Dete
         let returns: Vec<usize> = states
             .iter()
             .enumerate()
-            .filter(|(k, (_, st))| st.is_some() && states[..*k].iter().any(|(_, p)| p == st))
+            // A failure seen before, with verification no better in between: a red test
+            // after a green one that added passing tests (test-first work) is no return.
+            .filter(|(k, (i, st))| {
+                st.is_some()
+                    && states[..*k]
+                        .iter()
+                        .any(|(j, p)| p == st && !ctx[*j + 1..*i].iter().any(|b| b.improved))
+            })
             .map(|(_, (i, _))| *i)
             .collect();
         if returns.len() < t.oscillation.max(1) {
@@ -335,7 +357,8 @@ fn alternation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     }
     let tail = &w[w.len() - len..];
     let (ka, kb) = (&tail[0].key, &tail[1].key);
-    if ka == kb {
+    // Edits that change nothing are a no-progress loop, reported as such.
+    if ka == kb || tail[0].noop || tail[1].noop {
         return None;
     }
     let alternates = tail
@@ -415,7 +438,10 @@ fn semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         return None;
     }
     let tail = &w[w.len() - n..];
-    if !tail.iter().all(|s| s.failed && !s.improved && !s.grew) {
+    if !tail
+        .iter()
+        .all(|s| s.failed && !s.improved && !s.grew && !s.output_new)
+    {
         return None;
     }
     let approaches: BTreeSet<&str> = tail.iter().map(|s| s.approach.as_str()).collect();
@@ -455,9 +481,11 @@ fn no_progress(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
 
 fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let ctx = &a.ctx;
+    // An edit that only respaces or recomments changes nothing: it does not end the
+    // streak.
     let start = ctx
         .iter()
-        .rposition(|s| s.category == ActionCategory::Edit || s.progress)
+        .rposition(|s| (s.category == ActionCategory::Edit && !s.noop) || s.progress)
         .map_or(0, |p| p + 1);
     let streak = &ctx[start..];
     // Before the first change the agent is exploring: give it twice as long.
@@ -466,7 +494,20 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     // Going back to things already seen is what makes a stretch of reading a loop; new
     // things are exploration, and only a very long stretch of those is one.
     let repetitive = stale.len() >= MIN_STALE_READS && STALE_SHARE * stale.len() >= streak.len();
-    if !(streak.len() >= min && repetitive || streak.len() >= 2 * min) {
+    let cycle = cycle_period(streak);
+    // Edits that only respace or recomment, with the same failure coming back after
+    // them: the agent believes it is fixing something and changes nothing.
+    let noops = streak.iter().filter(|s| s.noop).count();
+    let noop_loop = noops >= MIN_NOOP_EDITS
+        && streak
+            .iter()
+            .skip_while(|s| !s.noop)
+            .any(|s| s.category == ActionCategory::Check && !s.fresh && s.verif.is_some());
+    if !(streak.len() >= min && repetitive
+        || streak.len() >= 2 * min
+        || cycle.is_some()
+        || noop_loop)
+    {
         return None;
     }
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -488,17 +529,47 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         Found {
             loop_type: LoopType::NoProgress,
             confidence: 0.75,
-            description: format!(
-                "the last {} steps only read, searched or checked ({} of them repeated something already seen) with no modification",
-                streak.len(),
-                stale.len()
-            ),
+            description: match cycle {
+                _ if noop_loop => format!(
+                    "{noops} edits in the last {} steps changed only whitespace or comments while the same failure came back",
+                    streak.len()
+                ),
+                Some(p) => format!(
+                    "going round the same {p} actions again: the last {} steps only read, searched, checked or restated ({} of them repeated something already seen) with no modification",
+                    streak.len(),
+                    stale.len()
+                ),
+                None => format!(
+                    "the last {} steps only read, searched, checked or restated ({} of them repeated something already seen) with no modification",
+                    streak.len(),
+                    stale.len()
+                ),
+            },
             evidence: describe_all(streak),
             suggestions: suggest::read_only(&stale, all_passing),
             block,
         }
         .at(a),
     )
+}
+
+/// Steps at the end of a streak that must repeat, in order and bringing nothing new, the
+/// steps one period earlier before going round in a cycle counts as a loop.
+const CYCLE_REPEATS: usize = 3;
+
+/// The period of the cycle the streak ends in, if its last [`CYCLE_REPEATS`] steps are
+/// stale and each is the same move as the step one period (3 or more steps) before it.
+fn cycle_period(streak: &[Info<'_>]) -> Option<usize> {
+    let n = streak.len();
+    if n < CYCLE_REPEATS + 3 || streak[n - CYCLE_REPEATS..].iter().any(|s| s.fresh) {
+        return None;
+    }
+    (3..=n - CYCLE_REPEATS).find(|&p| {
+        (n - CYCLE_REPEATS..n).all(|i| {
+            let (now, then) = (&streak[i], &streak[i - p]);
+            now.key == then.key && now.params == then.params
+        })
+    })
 }
 
 fn unchanged_verification(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {

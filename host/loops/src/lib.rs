@@ -14,6 +14,7 @@
 mod analysis;
 mod detectors;
 pub mod import;
+mod meaning;
 mod signature;
 mod suggest;
 

@@ -30,6 +30,11 @@ pub enum ActionCategory {
     Search,
     /// Ends or hands over the task (`complete`, `escalate`, `cannot_fix`).
     Control,
+    /// Says something without acting: a message to the user, a stated plan.
+    Message,
+    /// Not the agent's move: a notification the environment posted (a file watcher, a
+    /// system message). The detectors skip these.
+    Event,
     /// Anything else, including `invalid_reply`.
     Other,
 }
@@ -51,7 +56,41 @@ impl ActionCategory {
             "run_check" | "run_tests" | "run_conformance_check" => ActionCategory::Check,
             "search" | "grep" | "find_files" => ActionCategory::Search,
             "complete" | "escalate" | "cannot_fix" => ActionCategory::Control,
+            // Common names in other agents' logs.
+            "view" | "open" | "open_file" | "cat" | "view_file" | "read" | "scroll_down"
+            | "scroll_up" | "goto" => ActionCategory::Read,
+            "search_dir" | "search_file" | "find_file" | "rg" | "ripgrep" | "grep_search"
+            | "glob" => ActionCategory::Search,
+            "edit" | "str_replace" | "str_replace_editor" | "insert" | "create" | "write"
+            | "multi_edit" => ActionCategory::Edit,
+            "message" | "say" | "send_message" | "respond" | "reply" | "assistant_message"
+            | "think" | "thought" | "plan" | "ask_user" | "chat" => ActionCategory::Message,
+            "system" | "system_event" | "event" | "notification" | "notify" | "observation"
+            | "environment" | "watcher" | "file_watcher" | "system_message" => {
+                ActionCategory::Event
+            }
+            other
+                if ["event", "notif", "watcher"]
+                    .iter()
+                    .any(|w| other.contains(w)) =>
+            {
+                ActionCategory::Event
+            }
             _ => ActionCategory::Other,
+        }
+    }
+
+    /// The category of a step: [`of`](Self::of) its action, except that a shell command
+    /// that runs tests, a build, a linter or a reproduction script is a check (other
+    /// agents' logs run their checks as plain commands).
+    pub fn of_step(s: &StepView) -> ActionCategory {
+        let category = ActionCategory::of(&s.action);
+        if category == ActionCategory::Other
+            && command_of(s).is_some_and(|c| CHECK_COMMAND.is_match(c))
+        {
+            ActionCategory::Check
+        } else {
+            category
         }
     }
 
@@ -63,6 +102,8 @@ impl ActionCategory {
             ActionCategory::Check => "check",
             ActionCategory::Search => "search",
             ActionCategory::Control => "control",
+            ActionCategory::Message => "message",
+            ActionCategory::Event => "event",
             ActionCategory::Other => "other",
         }
     }
@@ -143,6 +184,8 @@ impl ErrorCategory {
             "timeout",
             "time limit",
             "has been running for over",
+            "took more than",
+            "no exit code",
         ]) {
             ErrorCategory::Timeout
         } else if has(&[
@@ -230,8 +273,12 @@ pub struct ActionSignature {
 impl ActionSignature {
     /// The signature of a step.
     pub fn of(s: &StepView) -> Self {
-        let category = ActionCategory::of(&s.action);
+        let category = ActionCategory::of_step(s);
         let target = match category {
+            // A check run as a command is told apart by its command line, not its program.
+            ActionCategory::Check if command_of(s).is_some() => {
+                command_of(s).map(normalize_command)
+            }
             ActionCategory::Search => param_str(&s.parameters, "path").map(normalize_path),
             ActionCategory::Read if s.action == "load_context" => {
                 s.target.as_deref().map(|t| match t.parse::<ContextItem>() {
@@ -268,6 +315,36 @@ impl ActionSignature {
             self.outcome,
             self.error.map_or("", ErrorCategory::as_str)
         )
+    }
+}
+
+static CHECK_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?x)\b(?:pytest|py\.test|tox|nox|unittest|jest|vitest|mocha|tsc|eslint|mypy|pyright|ruff|flake8|pylint|rspec|phpunit|ctest|mvn|gradlew?
+        |cargo\s+(?:\+\S+\s+)?(?:test|build|check|clippy|nextest|run)
+        |go\s+(?:test|build|vet)
+        |(?:npm|yarn|pnpm)\s+(?:run\s+)?(?:test|build|lint|check|typecheck)
+        |make(?:\s+[\w-]+)?
+        |dotnet\s+(?:test|build)
+        |manage\.py\s+test)\b
+        |\b\S*(?:test|repro|reproduce|check|verify)\S*\.(?:py|js|ts|sh|rb)\b",
+    )
+    .expect("valid regex")
+});
+
+/// The command line a shell-like step runs.
+pub(crate) fn command_of(s: &StepView) -> Option<&str> {
+    ["command", "cmd", "code", "script"]
+        .iter()
+        .find_map(|k| param_str(&s.parameters, k))
+}
+
+/// A command line in one spelling: whitespace collapsed, a leading `cd <dir> &&` dropped.
+fn normalize_command(c: &str) -> String {
+    let c = c.split_whitespace().collect::<Vec<_>>().join(" ");
+    match c.strip_prefix("cd ").and_then(|r| r.split_once(" && ")) {
+        Some((_, rest)) => rest.to_string(),
+        None => c,
     }
 }
 
