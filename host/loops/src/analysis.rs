@@ -348,7 +348,7 @@ pub(crate) struct Info<'a> {
     /// Volatile-stripped summary and error of a check step.
     check_obs: Option<String>,
     /// What a successful read-like step looked at.
-    read_key: Option<String>,
+    pub read_key: Option<String>,
     /// The part of the file a successful file read showed.
     range: Option<Coverage>,
     /// The content words of a message step.
@@ -539,7 +539,7 @@ fn read_range(p: &Value) -> Option<(u64, u64)> {
 }
 
 /// Whether a read of `range` shows lines the earlier reads (`covered`) did not: at least
-/// half of its lines are new. A whole-file read is new after partial reads only; a read
+/// a third of its lines are new. A whole-file read is new after partial reads only; a read
 /// of unknown extent is judged by its output instead.
 fn covers_new_lines(range: Coverage, covered: &[Coverage]) -> bool {
     if covered.contains(&Coverage::Whole) {
@@ -560,7 +560,7 @@ fn covers_new_lines(range: Coverage, covered: &[Coverage]) -> bool {
     let new = (s..=e)
         .filter(|l| !lines.iter().any(|(a, b)| a <= l && l <= b))
         .count() as u64;
-    2 * new > e - s
+    3 * new > e - s
 }
 
 /// The text a message step says.
@@ -709,9 +709,11 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         true
     } else if let Some(words) = &words {
         // Saying again what was said since anything new came in is not new.
+        // Reading around in between is not acting on the plan: only progress or a
+        // change to the code makes saying it again news.
         let since = before
             .iter()
-            .rposition(|b| b.fresh && b.category != ActionCategory::Message)
+            .rposition(|b| b.progress || b.mutated())
             .map_or(0, |p| p + 1);
         !before[since..]
             .iter()

@@ -22,6 +22,12 @@ const STALE_SHARE: usize = 3;
 /// Edits changing only whitespace or comments, with the same failure after them, before
 /// they count as a loop.
 const MIN_NOOP_EDITS: usize = 2;
+/// Checks after changes, all failing the same way, before different attempts with one
+/// failure count as a loop.
+const MIN_ATTEMPTS: usize = 3;
+/// Steps in a row at the end of a read-only streak that only go back over what was already
+/// seen, before the streak counts as a loop however long it is.
+const STALE_RUN: usize = 3;
 /// Evidence lines kept per detection.
 const MAX_EVIDENCE: usize = 8;
 
@@ -395,7 +401,13 @@ fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let n = t.repetition.max(2);
     let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, s) in w.iter().enumerate() {
-        by_key.entry(s.key.as_str()).or_default().push(i);
+        // Reading other lines of a file is not the same read: reading around without
+        // acting is a no-progress loop, reported as one.
+        let key = match (&s.read_key, s.category) {
+            (Some(k), ActionCategory::Read | ActionCategory::Search) => k.as_str(),
+            _ => s.key.as_str(),
+        };
+        by_key.entry(key).or_default().push(i);
     }
     let occ = by_key
         .into_values()
@@ -432,6 +444,75 @@ fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
 /// Different actions all failing with the same kind of error (seed 000
 /// `_check_semantic_loop`).
 fn semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    failing_semantic(a, t).or_else(|| attempts_semantic(a, t))
+}
+
+/// Changes to the code, each followed by a check failing with the same kind of error:
+/// different attempts, one failure (the same borrow error, the same import error).
+fn attempts_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let ctx = &a.ctx;
+    let last = a.last()?;
+    if last.category != ActionCategory::Check || last.verif.is_none() {
+        return None;
+    }
+    let start = (a.window_start..ctx.len())
+        .rev()
+        .find(|&i| ctx[i].improved)
+        .map_or(a.window_start, |p| p + 1);
+    // Each check that follows changes, with the changes before it.
+    let mut outcomes: Vec<usize> = Vec::new();
+    let (mut changes, mut reworks) = (0usize, 0usize);
+    let mut pending = 0usize;
+    for (i, s) in ctx.iter().enumerate().skip(start) {
+        if s.mutated() {
+            pending += 1;
+            // Reworking the code changed before in this stretch: another try at the same
+            // thing, not the next piece of work.
+            reworks += usize::from(s.rewrites.iter().any(|&j| j >= start));
+        } else if s.category == ActionCategory::Check && pending > 0 {
+            // A check that passed after changes ends the stretch: no loop.
+            s.verif.as_ref()?;
+            outcomes.push(i);
+            changes += pending;
+            pending = 0;
+        }
+    }
+    if outcomes.len() < MIN_ATTEMPTS || changes <= t.semantic.max(2) || reworks + 1 < MIN_ATTEMPTS {
+        return None;
+    }
+    if outcomes.last() != Some(&(ctx.len() - 1)) {
+        return None;
+    }
+    let category = last.sig.error?;
+    if outcomes.iter().any(|&i| ctx[i].sig.error != Some(category)) {
+        return None;
+    }
+    // One failure or two (two errors of one problem), not a cascade of new ones.
+    let meanings: BTreeSet<&str> = outcomes
+        .iter()
+        .filter_map(|&i| ctx[i].verif.as_deref())
+        .collect();
+    if meanings.len() > 2 {
+        return None;
+    }
+    Some(
+        Found {
+            loop_type: LoopType::SemanticLoop,
+            confidence: 0.75,
+            description: format!(
+                "{changes} changes in {} attempts, each followed by the same kind of failure (`{category}`)",
+                outcomes.len()
+            ),
+            evidence: describe_all(ctx[start..].iter().filter(|s| s.mutated() || s.category == ActionCategory::Check)),
+            suggestions: suggest::semantic(category),
+            block: None,
+        }
+        .at(a),
+    )
+}
+
+/// Consecutive failures of different actions with one kind of error.
+fn failing_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let w = a.window();
     let n = t.semantic.max(2);
     if w.len() < n {
@@ -495,6 +576,9 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     // things are exploration, and only a very long stretch of those is one.
     let repetitive = stale.len() >= MIN_STALE_READS && STALE_SHARE * stale.len() >= streak.len();
     let cycle = cycle_period(streak);
+    // Going back over what was already seen several times in a row.
+    let stale_run = streak.iter().rev().take_while(|s| !s.fresh).count();
+    let stale_tail = stale_run >= STALE_RUN && streak.len() >= t.no_progress_reads.max(2);
     // Edits that only respace or recomment, with the same failure coming back after
     // them: the agent believes it is fixing something and changes nothing.
     let noops = streak.iter().filter(|s| s.noop).count();
@@ -506,6 +590,7 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     if !(streak.len() >= min && repetitive
         || streak.len() >= 2 * min
         || cycle.is_some()
+        || stale_tail
         || noop_loop)
     {
         return None;

@@ -123,6 +123,9 @@ static VOLATILE: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         r"/tmp/[\w.-]+",
         r"\b0x[0-9a-fA-F]+\b",
         r"\b(?:pid|PID)\s*\d+",
+        r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp][Mm])?\b",
+        r"(?i)\b(?:about\s+|an?\s+)?\d*\s*(?:seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?)\s+ago\b",
+        r"(?i)\b(?:elapsed|took|duration|in)\s*:?\s*(?:\d+h\s*)?(?:\d+m\s*)?\d+(?:\.\d+)?s\b",
     ]
     .iter()
     .map(|r| Regex::new(r).expect("valid regex"))
@@ -246,12 +249,12 @@ pub(crate) fn content_words(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether two messages say mostly the same thing: at least half of the shorter one's
-/// content words (and at least three) are in the other.
+/// Whether two messages say mostly the same thing: at least two fifths of the shorter
+/// one's content words (and at least three) are in the other.
 pub(crate) fn same_message(a: &BTreeSet<String>, b: &BTreeSet<String>) -> bool {
     let common = a.intersection(b).count();
     let shorter = a.len().min(b.len());
-    common >= 3 && 2 * common >= shorter
+    common >= 3 && 5 * common >= 2 * shorter
 }
 
 #[cfg(test)]
