@@ -56,14 +56,38 @@ impl Prepared {
         // Successful text edits per file as (removed, added) code lines, to spot an edit
         // undoing another however it is spaced, commented or quoted.
         let mut edits: HashMap<String, Vec<CodeDiff>> = HashMap::new();
+        // Per file, what its last change wrote where (a range or the whole file) as code.
+        let mut last_write: HashMap<String, (String, String)> = HashMap::new();
         let mut changed_so_far = false;
         let steps = history
             .iter()
             .map(|s| {
                 let edit = text_edit(s);
+                let rewrite = rewrite_of(s);
                 let noop = edit
                     .as_ref()
-                    .is_some_and(|(_, (removed, added))| removed.is_empty() && added.is_empty());
+                    .is_some_and(|(_, (removed, added))| removed.is_empty() && added.is_empty())
+                    || rewrite.as_ref().is_some_and(|(file, place, id)| {
+                        last_write.get(file) == Some(&(place.clone(), id.clone()))
+                    });
+                if s.result == ActionResult::Success
+                    && ActionCategory::of(&s.action) == ActionCategory::Edit
+                {
+                    let file = s
+                        .target
+                        .as_deref()
+                        .or(param_str(&s.parameters, "path"))
+                        .map(normalize_path);
+                    match (rewrite, file) {
+                        (Some((file, place, id)), _) => {
+                            last_write.insert(file, (place, id));
+                        }
+                        (None, Some(file)) => {
+                            last_write.remove(&file);
+                        }
+                        _ => {}
+                    }
+                }
                 let content = if noop { Vec::new() } else { content_ids(s) };
                 let undo = undone_edit(edit.as_ref(), &edits);
                 changed_so_far |= !content.is_empty() || noop;
@@ -130,6 +154,29 @@ fn content_ids(s: &StepView) -> Vec<(String, String)> {
     }
     let h = agentforge_core::hash::tagged(params.to_string().as_bytes());
     vec![(normalize_path(target), format!("args:{h}"))]
+}
+
+/// `(file, place, code id)` of a successful step that writes a range of lines or a whole
+/// file: writing code equal to what the file's last change wrote at the same place
+/// changes nothing.
+fn rewrite_of(s: &StepView) -> Option<(String, String, String)> {
+    if s.result != ActionResult::Success {
+        return None;
+    }
+    let p = &s.parameters;
+    let file = normalize_path(s.target.as_deref().or(param_str(p, "path"))?);
+    let text = ["new_text", "new_content", "content", "file_text", "text"]
+        .iter()
+        .find_map(|k| param_str(p, k))?;
+    let place = match s.action.as_str() {
+        "replace_lines" => {
+            let n = |k: &str| p.get(k).and_then(Value::as_u64);
+            format!("{:?}-{:?}", n("start_line"), n("end_line"))
+        }
+        "write_file" | "create_file" | "create" | "write" => "whole".to_string(),
+        _ => return None,
+    };
+    Some((file, place, code_id(text)))
 }
 
 /// Arguments holding code, compared by [`code_id`].

@@ -28,6 +28,8 @@ const MIN_ATTEMPTS: usize = 3;
 /// Steps in a row at the end of a read-only streak that only go back over what was already
 /// seen, before the streak counts as a loop however long it is.
 const STALE_RUN: usize = 3;
+/// The name under which all checks' results are looked at together.
+const ALL_CHECKS: &str = "verification";
 /// Evidence lines kept per detection.
 const MAX_EVIDENCE: usize = 8;
 
@@ -206,6 +208,18 @@ fn verification_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Dete
         if s.category == ActionCategory::Check {
             runs.entry(s.approach.as_str()).or_default().push(i);
         }
+    }
+    // And all of them together: fixing A breaks B may show in one check and then the
+    // other (a build, then the tests).
+    if runs.len() > 1 {
+        let all: Vec<usize> = runs
+            .values()
+            .flatten()
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        runs.insert(ALL_CHECKS, all);
     }
     let mut best: Option<(&str, Vec<usize>, Vec<usize>)> = None;
     for (approach, idx) in runs {

@@ -224,6 +224,14 @@ impl LoopDetector {
         LoopDetector { thresholds }
     }
 
+    /// How many of the latest steps [`check`](Self::check) looks at (three windows: a
+    /// cycle through a whole window's worth of distinct actions shows up twice). A caller
+    /// holding a longer log passes at least this many; earlier steps only add whether the
+    /// task changed anything yet and which file versions it already had.
+    pub fn history_len(&self) -> usize {
+        analysis::LOOKBACK * self.thresholds.window.max(1)
+    }
+
     /// Checks the history (oldest first) as of its last step; returns the most specific
     /// detection, if any.
     pub fn check(&self, history: &[StepView]) -> Option<Detection> {

@@ -1117,3 +1117,273 @@ proptest! {
         );
     }
 }
+
+// ---------------------------------------------------------------- progress from what a step shows
+
+/// A step in the imported-trajectory style: output text, no counts, no hashes.
+fn shown(step: u64, action: &str, params: Value, result: ActionResult, output: &str) -> StepView {
+    StepView {
+        step,
+        action: action.to_string(),
+        target: params
+            .get("path")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        parameters: params,
+        result,
+        error: (result == Failure).then(|| "command timed out after 300s".to_string()),
+        summary: String::new(),
+        file_hashes: BTreeMap::new(),
+        checks_passing: None,
+        checks_failing: None,
+        output_len: Some(output.len()),
+        output_hash: None,
+        output: Some(output.to_string()),
+        thought: None,
+    }
+}
+
+#[test]
+fn the_same_command_timing_out_with_advancing_output_is_polling() {
+    let build = json!({ "command": "cargo build --release" });
+    let advancing: Vec<StepView> = [40, 90, 150, 210]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            shown(
+                i as u64 + 1,
+                "run_command",
+                build.clone(),
+                Failure,
+                &format!("Compiling {n}/247\n"),
+            )
+        })
+        .collect();
+    assert!(LoopDetector::default().replay(&advancing).is_empty());
+    // The same output each time: it hangs at the same place.
+    let stuck: Vec<StepView> = (1..=4)
+        .map(|i| {
+            shown(
+                i,
+                "run_command",
+                build.clone(),
+                Failure,
+                "Compiling 40/247\n",
+            )
+        })
+        .collect();
+    let found = LoopDetector::default().replay(&stuck);
+    assert_eq!(types(&found), vec![(LoopType::IdenticalAction, 3)]);
+}
+
+#[test]
+fn paging_with_an_offset_is_new_content_and_rereading_overlaps_is_not() {
+    let page = |i: u64, off: u64| {
+        shown(
+            i,
+            "read_file",
+            json!({ "path": "big.log", "offset": off, "limit": 200 }),
+            Success,
+            &format!("lines from {off}"),
+        )
+    };
+    let paging: Vec<StepView> = (0..10).map(|i| page(i + 1, i * 200)).collect();
+    assert!(LoopDetector::default().replay(&paging).is_empty());
+    let range = |i: u64, a: u64, b: u64| {
+        shown(
+            i,
+            "read_file",
+            json!({ "path": "src/a.py", "start_line": a, "end_line": b }),
+            Success,
+            &format!("{a}-{b}"),
+        )
+    };
+    let rereading: Vec<StepView> = [
+        (1, 80),
+        (40, 120),
+        (60, 130),
+        (30, 100),
+        (50, 110),
+        (20, 90),
+        (45, 125),
+        (35, 95),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (a, b))| range(i as u64 + 1, *a, *b))
+    .collect();
+    let found = LoopDetector::default().replay(&rereading);
+    assert_eq!(
+        found.first().map(|d| d.loop_type),
+        Some(LoopType::NoProgress),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn edits_that_only_respace_or_recomment_are_no_progress() {
+    let mut t = Traj::with_checks(9, 1);
+    t.tests(9, 1, "tests::fee_rounds");
+    for (k, (old, new)) in [
+        ("return a * 0.029 + 0.3", "return a*0.029 + 0.3  # fee"),
+        (
+            "return a*0.029 + 0.3  # fee",
+            "return a * 0.029 + 0.3  // stripe",
+        ),
+        (
+            "return a * 0.029 + 0.3  // stripe",
+            "return  a * 0.029 + 0.3",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        t.edit("src/fee.rs", old, new, &format!("h{k}"), (9, 1));
+        t.tests(9, 1, "tests::fee_rounds");
+    }
+    let found = t.replay();
+    assert_eq!(
+        found.first().map(|d| d.loop_type),
+        Some(LoopType::NoProgress),
+        "{found:?}"
+    );
+    assert!(
+        found[0].description.contains("whitespace or comments"),
+        "{}",
+        found[0].description
+    );
+}
+
+#[test]
+fn removing_and_re_adding_code_however_spaced_is_oscillation() {
+    let mut t = Traj::with_checks(9, 1);
+    let steps = [
+        (
+            "    s = s.strip()\n    s = normalize(s)",
+            "    s = s.strip()",
+        ),
+        (
+            "    s = s.strip()\n    return s",
+            "    s = s.strip()\n    s = normalize(s)  # fullwidth\n    return s",
+        ),
+        (
+            "    s = normalize(s)  # fullwidth\n    return s",
+            "    return s",
+        ),
+        (
+            "    s = s.strip()\n    return s",
+            "    s = s.strip()\n    s = normalize( s )\n    return s",
+        ),
+    ];
+    for (k, (old, new)) in steps.iter().enumerate() {
+        // No file hashes: only the arguments show the undo.
+        t.edit("clean.py", old, new, "", (9, 1));
+        t.steps.last_mut().unwrap().file_hashes.clear();
+        t.tests(
+            9,
+            1,
+            if k % 2 == 0 {
+                "test_normalized"
+            } else {
+                "test_raw"
+            },
+        );
+    }
+    let found = t.replay();
+    assert_eq!(
+        found.first().map(|d| d.loop_type),
+        Some(LoopType::Oscillation),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_restated_plan_loops_but_a_status_after_new_output_does_not() {
+    let msg = |i: u64, text: &str| {
+        let mut s = shown(i, "message", json!({ "text": text }), Success, "");
+        s.output = None;
+        s.output_len = None;
+        s
+    };
+    let plans = [
+        "Plan: update parse_date to accept a timezone offset using fromisoformat, then re-run the tests.",
+        "I will change parse_date so it handles the timezone offset with fromisoformat and run the tests again.",
+        "Next: make parse_date handle timezone offsets by switching to fromisoformat; afterwards re-run tests.",
+    ];
+    let restated: Vec<StepView> = plans
+        .iter()
+        .enumerate()
+        .map(|(i, p)| msg(i as u64 + 1, p))
+        .collect();
+    assert_eq!(
+        LoopDetector::default()
+            .replay(&restated)
+            .first()
+            .map(|d| d.step),
+        Some(3)
+    );
+    let mut polled = Vec::new();
+    for (k, done) in [40, 95, 151].iter().enumerate() {
+        let i = 2 * k as u64;
+        let mut poll = shown(
+            i + 1,
+            "run_check",
+            json!({ "name": "e2e" }),
+            Partial,
+            &format!("{done}/200 passed"),
+        );
+        poll.target = Some("e2e".into());
+        poll.error = None;
+        polled.push(poll);
+        polled.push(msg(
+            i + 2,
+            "The suite is still running; I will report back when it finishes.",
+        ));
+    }
+    assert!(LoopDetector::default().replay(&polled).is_empty());
+}
+
+#[test]
+fn environment_events_between_distinct_edits_are_not_the_agents_moves() {
+    let mut t = Traj::with_checks(5, 1);
+    for (k, path) in ["src/a.rs", "src/b.rs", "src/c.rs", "src/d.rs"]
+        .iter()
+        .enumerate()
+    {
+        t.push(
+            "system_event",
+            Some("cargo-watch"),
+            json!({ "text": "[cargo-watch] change detected, running cargo check" }),
+            Success,
+            "[cargo-watch] change detected, running cargo check",
+            None,
+        );
+        t.edit(path, "a", "b", &format!("h{k}"), (5 + k, 1));
+    }
+    assert!(t.replay().is_empty());
+}
+
+#[test]
+fn a_long_cycle_of_reads_and_checks_is_caught_from_a_bounded_tail() {
+    // A live run: 100 steps going round 12 distinct reads, searches and a failing check.
+    let mut t = Traj::new();
+    t.edit("src/lib.rs", "a", "b", "h0", (10, 1));
+    for k in 0..100 {
+        match k % 12 {
+            3 => t.tests(10, 1, "tests::dst_forward"),
+            5 | 9 => t.search(&format!("pattern_{}", k % 12)),
+            _ => t.read(&format!("src/m{}.rs", k % 12)),
+        };
+    }
+    let detector = LoopDetector::default();
+    // Replayed on the whole log: caught within 3 steps of the second round's start.
+    let first = detector.replay(&t.steps).first().map(|d| d.step);
+    assert!(first.is_some_and(|s| s <= 1 + 12 + 3), "{first:?}");
+    // Checked as the executor does, on the last `history_len` steps only: still caught.
+    let n = detector.history_len();
+    let tail = &t.steps[t.steps.len() - n..];
+    assert_eq!(
+        detector.check(tail).map(|d| d.loop_type),
+        Some(LoopType::NoProgress)
+    );
+}
