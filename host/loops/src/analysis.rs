@@ -278,7 +278,12 @@ fn segments(s: &StepView, category: ActionCategory) -> Vec<Segment> {
     // near the end).
     let out = s.output.as_deref().or(s.error.as_deref()).unwrap_or("");
     let tail = tail_chars(out, 3_000);
-    let seg = parse_segment("output", tail);
+    // Named after the command, so each check's counts are compared with its own.
+    let name = format!(
+        "output:{}",
+        command_of(s).or(s.target.as_deref()).unwrap_or(&s.action)
+    );
+    let seg = parse_segment(&name, tail);
     if seg.counted {
         vec![seg]
     } else {
@@ -370,6 +375,9 @@ pub(crate) struct Info<'a> {
     pub verif: Option<String>,
     /// A successful edit that changes only whitespace or comments.
     pub noop: bool,
+    /// A no-op edit written differently from every earlier call (respaced, recommented),
+    /// rather than the very same call again.
+    pub cosmetic: bool,
     /// Its output differs from the last output of the same call (same action, same
     /// arguments): a polled command moved on, a file changed under a read.
     pub output_new: bool,
@@ -487,12 +495,6 @@ impl<'a> Analysis<'a> {
 fn read_key(s: &StepView, category: ActionCategory, params: &Value) -> String {
     let target = s.target.as_deref().unwrap_or("");
     match (category, s.action.as_str()) {
-        (ActionCategory::Read, "read_file") => format!(
-            "file:{}|{}-{}",
-            normalize_path(target),
-            params.get("start_line").unwrap_or(&Value::Null),
-            params.get("end_line").unwrap_or(&Value::Null)
-        ),
         (ActionCategory::Read, "load_context") => match target.parse::<ContextItem>() {
             Ok(ContextItem::FullFile(path)) => format!("file:{}|null-null", normalize_path(&path)),
             _ => format!("load:{}", target.trim()),
@@ -657,6 +659,10 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         )
     });
     let noop = facts.noop;
+    let cosmetic = noop
+        && !before
+            .iter()
+            .any(|b| b.view.action == view.action && b.params == params);
 
     let read_key = (!failed
         && !is_check
@@ -821,6 +827,7 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         params,
         verif,
         noop,
+        cosmetic,
         output_new,
         fresh,
         improved,

@@ -86,7 +86,10 @@ fn identical(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
             && !s.grew
             && !s.output_new
             && s.view.action == last.view.action
-            && (s.params == last.params || s.error_fp == last.error_fp)
+            // The same error on other targets (a guessed path, then another) is not one
+            // action repeated: that is a semantic loop, reported as one.
+            && (s.params == last.params
+                || (s.error_fp == last.error_fp && s.sig.target == last.sig.target))
     };
     let run = w.iter().rev().take_while(|s| same(s)).count();
     if run < t.identical.max(2) {
@@ -377,8 +380,13 @@ fn alternation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     }
     let tail = &w[w.len() - len..];
     let (ka, kb) = (&tail[0].key, &tail[1].key);
-    // Edits that change nothing are a no-progress loop, reported as such.
-    if ka == kb || tail[0].noop || tail[1].noop {
+    // Edits that change nothing are a no-progress loop, and a plan said again between
+    // steps a repetition: each reported as such.
+    if ka == kb
+        || tail
+            .iter()
+            .any(|s| s.cosmetic || s.category == ActionCategory::Message)
+    {
         return None;
     }
     let alternates = tail
@@ -430,6 +438,9 @@ fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         .filter(|occ| {
             !occ[1..].iter().any(|&i| w[i].fresh) && !w[occ[0] + 1..].iter().any(|s| s.progress)
         })
+        // Edits written differently that change nothing (respacing, recommenting) are a
+        // no-progress loop, reported as one; the very same edit again is a repetition.
+        .filter(|occ| !occ[1..].iter().any(|&i| w[i].cosmetic))
         .max_by_key(|occ| *occ.last().expect("n >= 2"))?;
     let last = &w[*occ.last().expect("n >= 2")];
     let target = last
