@@ -15,7 +15,8 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::meaning::{
-    code_diff, code_id, content_words, failure_meaning, output_differs, same_message,
+    code_diff, code_id, content_words, failure_meaning, output_differs, output_fingerprint,
+    same_message,
 };
 use super::signature::{
     command_of, normalize_error, normalize_params, normalize_path, param_str, search_term,
@@ -378,6 +379,10 @@ pub(crate) struct Info<'a> {
     /// A no-op edit written differently from every earlier call (respaced, recommented),
     /// rather than the very same call again.
     pub cosmetic: bool,
+    /// The environment posted something new just before this step.
+    pub news_before: bool,
+    /// What the failure of a failed step or failing check means ([`failure_meaning`]).
+    pub failure: Option<String>,
     /// Its output differs from the last output of the same call (same action, same
     /// arguments): a polled command moved on, a file changed under a read.
     pub output_new: bool,
@@ -458,14 +463,24 @@ impl<'a> Analysis<'a> {
         let window = window.max(1);
         let base = history.len().saturating_sub(LOOKBACK * window);
         let mut ctx: Vec<Info<'a>> = Vec::with_capacity(history.len() - base);
+        let mut events: HashSet<String> = HashSet::new();
+        let mut news = false;
         for (i, view) in history.iter().enumerate().skip(base) {
-            // Notifications the environment posted are not the agent's moves.
+            // Notifications the environment posted are not the agent's moves; one it has
+            // not posted before is news the agent may answer (say again what it said).
             if ActionCategory::of(&view.action) == ActionCategory::Event {
+                let said = output_fingerprint(view).unwrap_or_else(|| {
+                    format!(
+                        "{}|{}",
+                        strip_volatile(&view.summary),
+                        normalize_params(&view.parameters)
+                    )
+                });
+                news |= events.insert(said);
                 continue;
             }
             let facts = prepared.steps.get(i).cloned().unwrap_or_default();
-            let info = analyse_step(view, facts, &ctx);
-            ctx.push(info);
+            ctx.push(analyse_step(view, facts, &ctx, std::mem::take(&mut news)));
         }
         let window_start = ctx.len().saturating_sub(window);
         let exploring = history
@@ -622,7 +637,12 @@ fn message_text(s: &StepView) -> String {
         .unwrap_or_else(|| s.summary.clone())
 }
 
-fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]) -> Info<'a> {
+fn analyse_step<'a>(
+    view: &'a StepView,
+    facts: ContentFacts,
+    before: &[Info<'a>],
+    news_before: bool,
+) -> Info<'a> {
     let sig = ActionSignature::of(view);
     let category = sig.category;
     let key = sig.key();
@@ -659,6 +679,14 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         )
     });
     let noop = facts.noop;
+    let failure = verif.clone().or_else(|| {
+        failed.then(|| {
+            failure_meaning(
+                sig.error.unwrap_or(ErrorCategory::Other),
+                view.error.as_deref().unwrap_or(&view.summary),
+            )
+        })
+    });
     let cosmetic = noop
         && !before
             .iter()
@@ -761,16 +789,24 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
     } else if category == ActionCategory::Control {
         true
     } else if let Some(words) = &words {
-        // Saying again what was said since anything new came in is not new.
-        // Reading around in between is not acting on the plan: only progress or a
-        // change to the code makes saying it again news.
+        // Saying again what was said since anything new came in is not new. Reading
+        // around in between is not acting on the plan: only progress, a change to the
+        // code, a command or check with a new result, or news from the environment make
+        // saying it again an answer to something.
         let since = before
             .iter()
-            .rposition(|b| b.progress || b.mutated())
+            .rposition(|b| {
+                b.progress
+                    || b.mutated()
+                    || b.news_before
+                    || (b.fresh
+                        && matches!(b.category, ActionCategory::Check | ActionCategory::Other))
+            })
             .map_or(0, |p| p + 1);
-        !before[since..]
-            .iter()
-            .any(|b| b.words.as_ref().is_some_and(|w| same_message(w, words)))
+        news_before
+            || !before[since..]
+                .iter()
+                .any(|b| b.words.as_ref().is_some_and(|w| same_message(w, words)))
     } else {
         let key = read_key.as_deref().unwrap_or_default();
         match read_key_file(key) {
@@ -829,6 +865,8 @@ fn analyse_step<'a>(view: &'a StepView, facts: ContentFacts, before: &[Info<'a>]
         noop,
         cosmetic,
         output_new,
+        news_before,
+        failure,
         fresh,
         improved,
         grew,

@@ -327,9 +327,16 @@ fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     if fails.len() < 3 {
         return None;
     }
+    // A-B-A by approach, or by what the failures mean: two ways of going at it that
+    // each fail their own way, however the attempts and the errors are worded.
     let cycles = fails
         .windows(3)
-        .filter(|f| f[0].approach == f[2].approach && f[0].approach != f[1].approach)
+        .filter(|f| {
+            (f[0].approach == f[2].approach && f[0].approach != f[1].approach)
+                || (f[0].failure.is_some()
+                    && f[0].failure == f[2].failure
+                    && f[0].failure != f[1].failure)
+        })
         .count();
     if cycles < t.error_cycle.max(1) {
         return None;

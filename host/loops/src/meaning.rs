@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use sha2::{Digest, Sha256};
 
-use super::signature::{normalize_error, ErrorCategory};
+use super::signature::{normalize_error, strip_volatile, ErrorCategory};
 use super::StepView;
 
 static ERROR_CODE: LazyLock<Regex> = LazyLock::new(|| {
@@ -170,7 +170,20 @@ pub(crate) fn output_differs(now: &StepView, then: &StepView) -> bool {
     match (output_fingerprint(now), output_fingerprint(then)) {
         (Some(a), Some(b)) if a != b => {
             let hash_only = a.starts_with("h:") || b.starts_with("h:");
-            !(hash_only && now.output_len.is_some() && now.output_len == then.output_len)
+            if !(hash_only && now.output_len.is_some() && now.output_len == then.output_len) {
+                return true;
+            }
+            // Same length, other hash: new timings, or a counter that moved (12/140 ->
+            // 37/140). The summary tells them apart when there is one.
+            let said = |s: &StepView| {
+                format!(
+                    "{}\n{}",
+                    strip_volatile(&s.summary),
+                    strip_volatile(s.error.as_deref().unwrap_or(""))
+                )
+            };
+            let (x, y) = (said(now), said(then));
+            x != y || x.trim().is_empty()
         }
         _ => false,
     }

@@ -66,9 +66,8 @@ impl ActionCategory {
             "message" | "say" | "send_message" | "respond" | "reply" | "assistant_message"
             | "think" | "thought" | "plan" | "ask_user" | "chat" => ActionCategory::Message,
             "system" | "system_event" | "event" | "notification" | "notify" | "observation"
-            | "environment" | "watcher" | "file_watcher" | "system_message" => {
-                ActionCategory::Event
-            }
+            | "environment" | "watcher" | "file_watcher" | "system_message" | "user"
+            | "user_message" | "human" => ActionCategory::Event,
             other
                 if ["event", "notif", "watcher"]
                     .iter()
@@ -275,8 +274,8 @@ impl ActionSignature {
     pub fn of(s: &StepView) -> Self {
         let category = ActionCategory::of_step(s);
         let target = match category {
-            // A check run as a command is told apart by its command line, not its program.
-            ActionCategory::Check if command_of(s).is_some() => {
+            // A command is told apart by its command line, not its program.
+            ActionCategory::Check | ActionCategory::Other if command_of(s).is_some() => {
                 command_of(s).map(normalize_command)
             }
             ActionCategory::Search => param_str(&s.parameters, "path").map(normalize_path),
