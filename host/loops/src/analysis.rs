@@ -30,6 +30,7 @@ use agentforge_core::state::ActionResult;
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
     steps: Vec<ContentFacts>,
+    fixed: Vec<Fixed>,
 }
 
 /// File-change facts of one step.
@@ -119,7 +120,8 @@ impl Prepared {
                 facts
             })
             .collect();
-        Prepared { steps }
+        let fixed = history.iter().map(Fixed::of).collect();
+        Prepared { steps, fixed }
     }
 }
 
@@ -413,6 +415,8 @@ pub(crate) struct Info<'a> {
     range: Option<Coverage>,
     /// The content words of a message step.
     words: Option<BTreeSet<String>>,
+    /// Fingerprint of its output ([`output_fingerprint`]).
+    output: Option<String>,
 }
 
 impl Info<'_> {
@@ -480,7 +484,17 @@ impl<'a> Analysis<'a> {
                 continue;
             }
             let facts = prepared.steps.get(i).cloned().unwrap_or_default();
-            ctx.push(analyse_step(view, facts, &ctx, std::mem::take(&mut news)));
+            let fixed = match prepared.fixed.get(i) {
+                Some(f) => std::borrow::Cow::Borrowed(f),
+                None => std::borrow::Cow::Owned(Fixed::of(view)),
+            };
+            ctx.push(analyse_step(
+                view,
+                facts,
+                &fixed,
+                &ctx,
+                std::mem::take(&mut news),
+            ));
         }
         let window_start = ctx.len().saturating_sub(window);
         let exploring = history
@@ -637,72 +651,139 @@ fn message_text(s: &StepView) -> String {
         .unwrap_or_else(|| s.summary.clone())
 }
 
+/// What a step shows by itself, whatever came before it: computed once per step (the
+/// text work is the expensive part) and shared by every prefix that contains the step.
+#[derive(Debug, Clone)]
+pub(crate) struct Fixed {
+    sig: ActionSignature,
+    key: String,
+    approach: String,
+    block: Option<String>,
+    failed: bool,
+    error_fp: Option<String>,
+    params: Value,
+    verif: Option<String>,
+    check_obs: Option<String>,
+    failure: Option<String>,
+    read_key: Option<String>,
+    range: Option<Coverage>,
+    words: Option<BTreeSet<String>>,
+    segs: Vec<Segment>,
+    output: Option<String>,
+}
+
+impl Fixed {
+    fn of(view: &StepView) -> Fixed {
+        let sig = ActionSignature::of(view);
+        let category = sig.category;
+        let key = sig.key();
+        let approach = format!("{}:{}", view.action, sig.target.as_deref().unwrap_or(""));
+        // A shell command's target is its program: blocking `python` would block every
+        // Python command, so commands are warned about, never blocked.
+        let blockable = !matches!(category, ActionCategory::Control | ActionCategory::Message)
+            && view.action != "invalid_reply"
+            && command_of(view).is_none();
+        let block = blockable.then(|| {
+            format!(
+                "{}:{}",
+                view.action,
+                view.target.clone().unwrap_or_default()
+            )
+        });
+        let failed = matches!(view.result, ActionResult::Failure | ActionResult::Skipped);
+        let error_fp =
+            failed.then(|| normalize_error(view.error.as_deref().unwrap_or(&view.summary)));
+        let params = normalize_params(&view.parameters);
+        let is_check = category == ActionCategory::Check;
+        let verif = (is_check && view.result != ActionResult::Success).then(|| {
+            let mut text = view.error.clone().unwrap_or_else(|| view.summary.clone());
+            if let Some(out) = &view.output {
+                text.push('\n');
+                text.push_str(tail_chars(out, 6_000));
+            }
+            failure_meaning(sig.error.unwrap_or(ErrorCategory::Other), &text)
+        });
+        let check_obs = is_check.then(|| {
+            format!(
+                "{}\n{}",
+                strip_volatile(&view.summary),
+                strip_volatile(view.error.as_deref().unwrap_or(""))
+            )
+        });
+        let failure = verif.clone().or_else(|| {
+            failed.then(|| {
+                failure_meaning(
+                    sig.error.unwrap_or(ErrorCategory::Other),
+                    view.error.as_deref().unwrap_or(&view.summary),
+                )
+            })
+        });
+        let read_key = (!failed
+            && !is_check
+            && !matches!(
+                category,
+                ActionCategory::Edit | ActionCategory::Control | ActionCategory::Message
+            ))
+        .then(|| read_key(view, category, &params));
+        let range = read_key
+            .as_deref()
+            .and_then(read_key_file)
+            .map(|_| read_coverage(&params));
+        let segs = segments(view, category);
+        let words =
+            (category == ActionCategory::Message).then(|| content_words(&message_text(view)));
+        Fixed {
+            sig,
+            key,
+            approach,
+            block,
+            failed,
+            error_fp,
+            params,
+            verif,
+            check_obs,
+            failure,
+            read_key,
+            range,
+            words,
+            segs,
+            output: output_fingerprint(view),
+        }
+    }
+}
+
 fn analyse_step<'a>(
     view: &'a StepView,
     facts: ContentFacts,
+    fixed: &Fixed,
     before: &[Info<'a>],
     news_before: bool,
 ) -> Info<'a> {
-    let sig = ActionSignature::of(view);
+    let Fixed {
+        sig,
+        key,
+        approach,
+        block,
+        failed,
+        error_fp,
+        params,
+        verif,
+        check_obs,
+        failure,
+        read_key,
+        range,
+        words,
+        segs,
+        output,
+    } = fixed.clone();
     let category = sig.category;
-    let key = sig.key();
-    let approach = format!("{}:{}", view.action, sig.target.as_deref().unwrap_or(""));
-    // A shell command's target is its program: blocking `python` would block every
-    // Python command, so commands are warned about, never blocked.
-    let blockable = !matches!(category, ActionCategory::Control | ActionCategory::Message)
-        && view.action != "invalid_reply"
-        && command_of(view).is_none();
-    let block = blockable.then(|| {
-        format!(
-            "{}:{}",
-            view.action,
-            view.target.clone().unwrap_or_default()
-        )
-    });
-    let failed = matches!(view.result, ActionResult::Failure | ActionResult::Skipped);
-    let error_fp = failed.then(|| normalize_error(view.error.as_deref().unwrap_or(&view.summary)));
-    let params = normalize_params(&view.parameters);
     let is_check = category == ActionCategory::Check;
-    let verif = (is_check && view.result != ActionResult::Success).then(|| {
-        let mut text = view.error.clone().unwrap_or_else(|| view.summary.clone());
-        if let Some(out) = &view.output {
-            text.push('\n');
-            text.push_str(tail_chars(out, 6_000));
-        }
-        failure_meaning(sig.error.unwrap_or(ErrorCategory::Other), &text)
-    });
-    let check_obs = is_check.then(|| {
-        format!(
-            "{}\n{}",
-            strip_volatile(&view.summary),
-            strip_volatile(view.error.as_deref().unwrap_or(""))
-        )
-    });
     let noop = facts.noop;
-    let failure = verif.clone().or_else(|| {
-        failed.then(|| {
-            failure_meaning(
-                sig.error.unwrap_or(ErrorCategory::Other),
-                view.error.as_deref().unwrap_or(&view.summary),
-            )
-        })
-    });
     let cosmetic = noop
         && !before
             .iter()
             .any(|b| b.view.action == view.action && b.params == params);
 
-    let read_key = (!failed
-        && !is_check
-        && !matches!(
-            category,
-            ActionCategory::Edit | ActionCategory::Control | ActionCategory::Message
-        ))
-    .then(|| read_key(view, category, &params));
-    let range = read_key
-        .as_deref()
-        .and_then(read_key_file)
-        .map(|_| read_coverage(&params));
     let same_approach = before.iter().rposition(|b| b.approach == approach);
     // The same call made before (same action, same arguments): did its output move on?
     let same_call = before
@@ -713,7 +794,8 @@ fn analyse_step<'a>(
         (Some(b), Some(now)) => b.view.output_len.is_some_and(|then| now > then),
         _ => false,
     };
-    let output_new = same_call.is_some_and(|b| output_differs(view, b.view));
+    let output_new = same_call
+        .is_some_and(|b| output_differs(view, output.as_deref(), b.view, b.output.as_deref()));
     // New output counts as progress for a command still running or cut off by its time
     // limit; a finished failure that only reads differently is the same failure.
     let polled = (grew || output_new)
@@ -733,7 +815,6 @@ fn analyse_step<'a>(
         (Some((p, f)), Some((pp, pf))) => (f < pf, (p, f) != (pp, pf)),
         _ => (false, false),
     };
-    let segs = segments(view, category);
     let mut segs_changed = false;
     for seg in &segs {
         let prev = before
@@ -772,7 +853,6 @@ fn analyse_step<'a>(
                 .any(|(f, _)| file.is_none_or(|want| want == f))
         })
     };
-    let words = (category == ActionCategory::Message).then(|| content_words(&message_text(view)));
     let fresh = if category == ActionCategory::Edit && !failed {
         facts.new_content
     } else if is_check {
@@ -880,6 +960,7 @@ fn analyse_step<'a>(
         read_key,
         range,
         words,
+        output,
     }
 }
 

@@ -30,6 +30,9 @@ const MIN_ATTEMPTS: usize = 3;
 const STALE_RUN: usize = 3;
 /// The name under which all checks' results are looked at together.
 const ALL_CHECKS: &str = "verification";
+/// A read-only streak that only ever looked at new things is a loop only when it is this
+/// many times the usual length: reading a new area of the code is work.
+const ALL_NEW_FACTOR: usize = 3;
 /// Evidence lines kept per detection.
 const MAX_EVIDENCE: usize = 8;
 
@@ -342,7 +345,18 @@ fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         return None;
     }
     let (next, other) = (fails[fails.len() - 2], fails[fails.len() - 1]);
-    let block = block_one_of(next, other);
+    // Blocking is for a named approach that keeps failing; a cycle seen only in what the
+    // failures mean is a warning (a false block costs more than a late warning).
+    let by_approach = fails
+        .windows(3)
+        .filter(|f| f[0].approach == f[2].approach && f[0].approach != f[1].approach)
+        .count()
+        >= t.error_cycle.max(1);
+    let block = if by_approach {
+        block_one_of(next, other)
+    } else {
+        None
+    };
     Some(
         Found {
             loop_type: LoopType::ErrorCycle,
@@ -620,7 +634,7 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
             .skip_while(|s| !s.noop)
             .any(|s| s.category == ActionCategory::Check && !s.fresh && s.verif.is_some());
     if !(streak.len() >= min && repetitive
-        || streak.len() >= 2 * min
+        || streak.len() >= ALL_NEW_FACTOR * min
         || cycle.is_some()
         || stale_tail
         || noop_loop)
@@ -629,7 +643,9 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     }
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for s in &stale {
-        if s.category != ActionCategory::Check {
+        // Only a re-read or a re-search is blocked: blocking an edit (even one that
+        // changed nothing) would keep the agent from the real fix.
+        if matches!(s.category, ActionCategory::Read | ActionCategory::Search) {
             if let Some(b) = &s.block {
                 *counts.entry(b.as_str()).or_default() += 1;
             }

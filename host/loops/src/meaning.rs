@@ -166,8 +166,13 @@ pub(crate) fn output_fingerprint(s: &StepView) -> Option<String> {
 /// Hashes of texts with the same length are taken as the same output with other timings
 /// (a hash cannot tell a new duration from new content; a build getting further or a new
 /// page of a file changes the length).
-pub(crate) fn output_differs(now: &StepView, then: &StepView) -> bool {
-    match (output_fingerprint(now), output_fingerprint(then)) {
+pub(crate) fn output_differs(
+    now: &StepView,
+    now_fp: Option<&str>,
+    then: &StepView,
+    then_fp: Option<&str>,
+) -> bool {
+    match (now_fp, then_fp) {
         (Some(a), Some(b)) if a != b => {
             let hash_only = a.starts_with("h:") || b.starts_with("h:");
             if !(hash_only && now.output_len.is_some() && now.output_len == then.output_len) {
