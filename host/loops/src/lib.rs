@@ -4,8 +4,26 @@
 //! The detector looks at the recent steps ([`StepView`]s, oldest first) and reports the most
 //! specific of seven patterns ([`LoopType`]), with evidence, concrete suggestions and the
 //! action to block. What counts as *moving forward* is what keeps legitimate work from
-//! tripping it: new file content, verification getting better or its failure changing,
-//! a polled command's output growing, reading something not read since it last changed.
+//! tripping it, judged from everything a step shows, since logs from other agents carry
+//! no check counts and no file hashes:
+//!
+//! - outputs: the same call showing a new output is progress (a polled command, a build
+//!   getting further, the next page of a file); timings, timestamps and relative times do
+//!   not count as new;
+//! - check counts when present, else the counts in the runner's output;
+//! - edit arguments: an edit that changes only whitespace or comments changes nothing, and
+//!   one that removes what an earlier edit added (or adds back what it removed) undoes it,
+//!   however it is spaced, commented or quoted;
+//! - the failure's meaning: the same failing tests, exception types and error codes mean
+//!   the same failure however the text is worded (line numbers, values, phrasing);
+//! - reads: lines not read since the file last changed are new, lines already read are not;
+//! - messages: restating a plan in other words is not new until something new came in.
+//!
+//! Notifications the environment posts (file watchers, system messages) are not the
+//! agent's moves and are skipped. Warnings can be suggestive; a block names one action on
+//! one target and is left out where it could stop real work (a shell command, an edit
+//! during a reading streak, a cycle seen only in what the failures mean): a false block
+//! costs more than a late warning.
 //!
 //! The detector is pure: [`LoopDetector::check`] decides from the history alone, so the
 //! executor can call it every step and `agentforge inspect loops` can [`LoopDetector::replay`]

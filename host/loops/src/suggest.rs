@@ -143,6 +143,10 @@ pub(crate) fn repetition(last: &Info<'_>, n: usize) -> Vec<String> {
             format!("This change to {target} was already made: the file does not change. Write different content or fix a different file"),
             s("Re-read the failing output: the problem is probably not in this file"),
         ],
+        ActionCategory::Message => vec![
+            format!("You have stated this plan {n} times without carrying it out: make the change it describes now"),
+            s("If something keeps you from acting on it, say what, or escalate"),
+        ],
         _ => generic(),
     }
 }
@@ -230,9 +234,16 @@ pub(crate) fn semantic(category: ErrorCategory) -> Vec<String> {
     ]
 }
 
-/// For a long read/check-only streak.
+/// For a long read/check-only streak (edits that changed only whitespace or comments
+/// included).
 pub(crate) fn read_only(stale: &[&Info<'_>], all_passing: bool) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(e) = stale.iter().find(|i| i.noop) {
+        out.push(format!(
+            "Your edits to {} changed only whitespace or comments, so the failure cannot change: change what the code does",
+            target_of(e)
+        ));
+    }
     if all_passing {
         out.push(s("All checks pass: if the task is done, call complete now"));
     }
