@@ -15,8 +15,8 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::meaning::{
-    code_diff, code_id, content_words, failure_meaning, output_differs, output_fingerprint,
-    same_message,
+    code_diff, code_id, code_lines, content_words, failure_meaning, output_differs,
+    output_fingerprint, same_message,
 };
 use super::signature::{
     command_of, normalize_error, normalize_params, normalize_path, param_str, search_term,
@@ -69,6 +69,7 @@ impl Prepared {
                 let noop = edit
                     .as_ref()
                     .is_some_and(|(_, (removed, added))| removed.is_empty() && added.is_empty())
+                    || inserts_no_code(s)
                     || rewrite.as_ref().is_some_and(|(file, place, id)| {
                         last_write.get(file) == Some(&(place.clone(), id.clone()))
                     });
@@ -157,6 +158,16 @@ fn content_ids(s: &StepView) -> Vec<(String, String)> {
     }
     let h = agentforge_core::hash::tagged(params.to_string().as_bytes());
     vec![(normalize_path(target), format!("args:{h}"))]
+}
+
+/// A successful insertion of lines that hold no code (blank lines, comments).
+fn inserts_no_code(s: &StepView) -> bool {
+    s.result == ActionResult::Success
+        && matches!(s.action.as_str(), "insert_lines" | "insert")
+        && ["text", "new_text", "content", "new_str"]
+            .iter()
+            .find_map(|k| param_str(&s.parameters, k))
+            .is_some_and(|t| code_lines(t).is_empty())
 }
 
 /// `(file, place, code id)` of a successful step that writes a range of lines or a whole

@@ -416,7 +416,7 @@ fn edit_entity(params: &Value) -> Option<String> {
     DEFINITION.captures(text).map(|c| c[1].to_string())
 }
 
-/// Arguments that explain a call rather than change it.
+/// Arguments that explain a call (or bound its time) rather than change it.
 const COMMENTARY_KEYS: &[&str] = &[
     "reason",
     "reasoning",
@@ -430,6 +430,16 @@ const COMMENTARY_KEYS: &[&str] = &[
     "comment",
     "intent",
     "plan",
+    // How long to wait is not what to run: re-running a slow command with a longer limit
+    // is the same call (its output says whether it got further).
+    "timeout",
+    "timeout_ms",
+    "timeout_secs",
+    "timeout_seconds",
+    "time_limit",
+    "wait",
+    "wait_secs",
+    "wait_for",
 ];
 
 /// Arguments with commentary keys dropped, strings whitespace-collapsed and object keys
