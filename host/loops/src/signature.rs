@@ -129,6 +129,9 @@ pub enum ErrorCategory {
     CompileError,
     /// Tests or checks ran and failed.
     TestFailure,
+    /// The environment lacks something the code needs: a module, a package, a module
+    /// root, a wheel that would not build.
+    Dependency,
     /// None of the above.
     Other,
 }
@@ -145,6 +148,7 @@ impl ErrorCategory {
             ErrorCategory::InvalidReply => "invalid_reply",
             ErrorCategory::CompileError => "compile_error",
             ErrorCategory::TestFailure => "test_failure",
+            ErrorCategory::Dependency => "dependency",
             ErrorCategory::Other => "other",
         }
     }
@@ -194,6 +198,26 @@ impl ErrorCategory {
             "invalid arguments",
         ]) {
             ErrorCategory::InvalidReply
+        } else if has(&[
+            "no module named",
+            "modulenotfounderror",
+            "cannot find module",
+            "go.mod",
+            "main module",
+            "no required module provides",
+            "cannot find package",
+            "could not find a version",
+            "no matching distribution",
+            "failed building wheel",
+            "failed-wheel-build",
+            "could not resolve dependencies",
+            "unable to resolve dependency",
+            "eresolve",
+            "package not found",
+            "no such package",
+            "command not found",
+        ]) {
+            ErrorCategory::Dependency
         } else if has(&[
             "syntaxerror",
             "syntax error",

@@ -224,6 +224,7 @@ pub(crate) fn semantic(category: ErrorCategory) -> Vec<String> {
         ErrorCategory::Refused => "The host refuses these actions: read the refusal reason and do what it asks",
         ErrorCategory::TestFailure => "The same tests fail whatever you run: change the code the failing test exercises",
         ErrorCategory::InvalidReply => "Reply with exactly one tool call whose arguments match the tool's schema",
+        ErrorCategory::Dependency => "The environment lacks what the code needs (a module, a package, the module root): find out what is installed and where the project root is before running more commands",
         ErrorCategory::Other => "The same error comes back whatever you try: read it closely before the next attempt",
     };
     vec![

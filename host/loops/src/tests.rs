@@ -1387,3 +1387,21 @@ fn a_long_cycle_of_reads_and_checks_is_caught_from_a_bounded_tail() {
         Some(LoopType::NoProgress)
     );
 }
+
+#[test]
+fn missing_modules_and_packages_are_one_kind_of_error() {
+    for text in [
+        "ModuleNotFoundError: No module named 'ledger'",
+        "go: go.mod file not found in current directory or any parent directory",
+        "directory . outside main module or its selected dependencies",
+        "Error: Cannot find module 'left-pad'",
+        "ERROR: Could not find a version that satisfies the requirement torch==9.9",
+        "bash: pytest: command not found",
+    ] {
+        assert_eq!(
+            ErrorCategory::of("run_command", Failure, Some(text), ""),
+            ErrorCategory::Dependency,
+            "{text}"
+        );
+    }
+}
