@@ -894,10 +894,17 @@ fn analyse_step<'a>(
                         && matches!(b.category, ActionCategory::Check | ActionCategory::Other))
             })
             .map_or(0, |p| p + 1);
+        // After reading something new, talking about the same code again is expected:
+        // only a near-verbatim restatement then counts as saying the same thing.
         news_before
-            || !before[since..]
-                .iter()
-                .any(|b| b.words.as_ref().is_some_and(|w| same_message(w, words)))
+            || !before[since..].iter().enumerate().any(|(k, b)| {
+                let learned = before[since + k + 1..]
+                    .iter()
+                    .any(|x| x.fresh && x.category != ActionCategory::Message);
+                b.words
+                    .as_ref()
+                    .is_some_and(|w| same_message(w, words, learned))
+            })
     } else {
         let key = read_key.as_deref().unwrap_or_default();
         match read_key_file(key) {

@@ -1405,3 +1405,23 @@ fn missing_modules_and_packages_are_one_kind_of_error() {
         );
     }
 }
+
+#[test]
+fn thinking_about_the_same_code_while_reading_new_files_is_not_a_restated_plan() {
+    let mut t = Traj::new();
+    let think = |t: &mut Traj, text: &str| {
+        t.push("message", None, json!({}), Success, "think", None)
+            .thought = Some(text.to_string());
+    };
+    think(
+        &mut t,
+        "Let me look at parse_date in utils/dates.py to see how the timezone offset is handled.",
+    );
+    t.read("utils/dates.py");
+    think(&mut t, "parse_date uses strptime, which rejects the timezone offset; let me check which tests cover parse_date.");
+    t.read("tests/test_dates.py");
+    think(&mut t, "The tests expect parse_date to return an aware datetime keeping the timezone offset from the string.");
+    t.read("utils/tz.py");
+    think(&mut t, "utils/tz.py already has to_aware(); parse_date can call it after fromisoformat to keep the timezone offset.");
+    assert!(t.replay().is_empty(), "{:?}", t.replay());
+}
