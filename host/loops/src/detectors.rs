@@ -629,10 +629,11 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     // them: the agent believes it is fixing something and changes nothing.
     let noops = streak.iter().filter(|s| s.noop).count();
     let noop_loop = noops >= MIN_NOOP_EDITS
-        && streak
-            .iter()
-            .skip_while(|s| !s.noop)
-            .any(|s| s.category == ActionCategory::Check && !s.fresh && s.verif.is_some());
+        && streak.iter().skip_while(|s| !s.noop).skip(1).any(|s| {
+            (s.category == ActionCategory::Check && !s.fresh && s.verif.is_some())
+                // An edit that re-ran the checks itself and still fails.
+                || (s.noop && s.view.checks_failing.is_some_and(|f| f > 0))
+        });
     if !(streak.len() >= min && repetitive
         || streak.len() >= ALL_NEW_FACTOR * min
         || cycle.is_some()

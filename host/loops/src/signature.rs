@@ -64,7 +64,8 @@ impl ActionCategory {
             "edit" | "str_replace" | "str_replace_editor" | "insert" | "create" | "write"
             | "multi_edit" => ActionCategory::Edit,
             "message" | "say" | "send_message" | "respond" | "reply" | "assistant_message"
-            | "think" | "thought" | "plan" | "ask_user" | "chat" => ActionCategory::Message,
+            | "think" | "thought" | "plan" | "ask_user" | "chat" | "assistant"
+            | "agent_message" | "talk" | "speak" => ActionCategory::Message,
             "system" | "system_event" | "event" | "notification" | "notify" | "observation"
             | "environment" | "watcher" | "file_watcher" | "system_message" | "user"
             | "user_message" | "human" => ActionCategory::Event,

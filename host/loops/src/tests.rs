@@ -1425,3 +1425,26 @@ fn thinking_about_the_same_code_while_reading_new_files_is_not_a_restated_plan()
     think(&mut t, "utils/tz.py already has to_aware(); parse_date can call it after fromisoformat to keep the timezone offset.");
     assert!(t.replay().is_empty(), "{:?}", t.replay());
 }
+
+#[test]
+fn cosmetic_edits_whose_own_checks_still_fail_are_no_progress() {
+    // AgentForge's edits re-run the checks themselves: no separate test step.
+    let mut t = Traj::with_checks(9, 1);
+    t.tests(9, 1, "tests::fee_rounds");
+    for (k, (old, new)) in [
+        ("a * 0.029 + 0.3", "a * 0.029 + 0.3 // fee"),
+        ("a * 0.029 + 0.3 // fee", "a*0.029 + 0.3"),
+        ("a*0.029 + 0.3", "a * 0.029  + 0.3 /* stripe */"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        t.edit("src/fee.rs", old, new, &format!("h{k}"), (9, 1));
+    }
+    let found = t.replay();
+    assert_eq!(
+        types(&found).first(),
+        Some(&(LoopType::NoProgress, 3)),
+        "{found:?}"
+    );
+}
