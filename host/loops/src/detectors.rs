@@ -339,6 +339,8 @@ fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
                 || (f[0].failure.is_some()
                     && f[0].failure == f[2].failure
                     && f[0].failure != f[1].failure)
+                // Errors too differently worded to match still alternate between kinds.
+                || (f[0].sig.error == f[2].sig.error && f[0].sig.error != f[1].sig.error)
         })
         .count();
     if cycles < t.error_cycle.max(1) {

@@ -1448,3 +1448,44 @@ fn cosmetic_edits_whose_own_checks_still_fail_are_no_progress() {
         "{found:?}"
     );
 }
+
+#[test]
+fn two_reworded_commands_failing_in_turn_are_an_error_cycle() {
+    let fail = |i: u64, command: &str, error: &str| {
+        let mut s = shown(
+            i,
+            "run_command",
+            json!({ "command": command }),
+            Failure,
+            error,
+        );
+        s.error = Some(error.to_string());
+        s
+    };
+    let steps = vec![
+        fail(
+            1,
+            "pip install 'pydantic<2'",
+            "error: Failed building wheel for pydantic-core",
+        ),
+        fail(
+            2,
+            "make run",
+            "Traceback: AttributeError: 'Config' object has no attribute 'allow_mutation'",
+        ),
+        fail(
+            3,
+            "pip install pydantic==1.10.13 --no-cache-dir",
+            "ERROR: failed-wheel-build-for-install: could not build pydantic-core",
+        ),
+        fail(
+            4,
+            "make run-dev",
+            "AttributeError: type object 'Model' has no attribute '__fields__'",
+        ),
+    ];
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(types(&found), vec![(LoopType::ErrorCycle, 4)], "{found:?}");
+    // A cycle seen only in what the failures mean is a warning, not a block.
+    assert_eq!(found[0].block, None);
+}
