@@ -1489,3 +1489,44 @@ fn two_reworded_commands_failing_in_turn_are_an_error_cycle() {
     // A cycle seen only in what the failures mean is a warning, not a block.
     assert_eq!(found[0].block, None);
 }
+
+#[test]
+fn going_round_the_same_actions_in_varying_order_is_caught_too() {
+    // 11 to 13 distinct reads, searches and a failing check per round, never in the same
+    // order, no edit at all: the live run of issue 11.
+    let mut t = Traj::new();
+    let actions: Vec<usize> = (0..13).collect();
+    let mut k = 0usize;
+    while t.steps.len() < 100 {
+        let round = 11 + k % 3;
+        for j in 0..round {
+            // A different order each round (a rotation by the round number, reversed on
+            // odd rounds).
+            let pick = if k % 2 == 0 {
+                (j + k) % round
+            } else {
+                round - 1 - (j + k) % round
+            };
+            match actions[pick] {
+                0 => t.tests(10, 1, "tests::dst_forward"),
+                4 | 8 => t.search(&format!("pattern_{pick}")),
+                n => t.read(&format!("src/m{n}.rs")),
+            };
+        }
+        k += 1;
+    }
+    let detector = LoopDetector::default();
+    let first = detector
+        .replay(&t.steps)
+        .first()
+        .map(|d| (d.loop_type, d.step));
+    assert!(
+        first.is_some_and(|(ty, s)| ty == LoopType::NoProgress && s <= 13 + 6),
+        "{first:?}"
+    );
+    let tail = &t.steps[t.steps.len() - detector.history_len()..];
+    assert_eq!(
+        detector.check(tail).map(|d| d.loop_type),
+        Some(LoopType::NoProgress)
+    );
+}
