@@ -1502,7 +1502,7 @@ fn going_round_the_same_actions_in_varying_order_is_caught_too() {
         for j in 0..round {
             // A different order each round (a rotation by the round number, reversed on
             // odd rounds).
-            let pick = if k % 2 == 0 {
+            let pick = if k.is_multiple_of(2) {
                 (j + k) % round
             } else {
                 round - 1 - (j + k) % round
