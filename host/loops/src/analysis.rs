@@ -809,6 +809,8 @@ fn analyse_step<'a>(
         .is_some_and(|b| output_differs(view, output.as_deref(), b.view, b.output.as_deref()));
     // New output counts as progress for a command still running or cut off by its time
     // limit; a finished failure that only reads differently is the same failure.
+    // (An edit's output is its own report, not something it waited for.)
+    let output_new = output_new && category != ActionCategory::Edit;
     let polled = (grew || output_new)
         && (view.result == ActionResult::Partial
             || view.result == ActionResult::Success

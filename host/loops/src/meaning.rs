@@ -190,6 +190,12 @@ pub(crate) fn output_differs(
             let (x, y) = (said(now), said(then));
             x != y || x.trim().is_empty()
         }
+        // No output recorded: the one-line summary is all there is ("still running,
+        // 61/247 crates"); an error reworded is not new output.
+        (None, None) => {
+            let (x, y) = (strip_volatile(&now.summary), strip_volatile(&then.summary));
+            !x.is_empty() && x != y
+        }
         _ => false,
     }
 }

@@ -1530,3 +1530,32 @@ fn going_round_the_same_actions_in_varying_order_is_caught_too() {
         Some(LoopType::NoProgress)
     );
 }
+
+#[test]
+fn a_timed_out_check_whose_summary_shows_it_getting_further_is_polling() {
+    let mut t = Traj::with_checks(3, 0);
+    for n in [61, 139, 202] {
+        t.push(
+            "run_check",
+            Some("build"),
+            json!({ "name": "build" }),
+            Failure,
+            &format!("build: timed out after 300s ({n}/247 crates compiled)"),
+            Some("timed out after 300s"),
+        );
+    }
+    assert!(t.replay().is_empty(), "{:?}", t.replay());
+    // The same summary each time: it hangs at the same place.
+    let mut stuck = Traj::with_checks(3, 0);
+    for _ in 0..3 {
+        stuck.push(
+            "run_check",
+            Some("build"),
+            json!({ "name": "build" }),
+            Failure,
+            "build: timed out after 300s (61/247 crates compiled)",
+            Some("timed out after 300s"),
+        );
+    }
+    assert_eq!(types(&stuck.replay()), vec![(LoopType::IdenticalAction, 3)]);
+}
