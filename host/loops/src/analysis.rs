@@ -20,7 +20,7 @@ use super::meaning::{
 };
 use super::signature::{
     command_of, normalize_error, normalize_params, normalize_path, param_str, search_term,
-    strip_volatile, ActionCategory, ActionSignature, ErrorCategory,
+    strip_volatile, target_of, ActionCategory, ActionSignature, ErrorCategory,
 };
 use super::StepView;
 use agentforge_core::actions::ContextItem;
@@ -143,7 +143,7 @@ fn content_ids(s: &StepView) -> Vec<(String, String)> {
     if summary.contains("nothing changed") || summary.contains("already has this content") {
         return Vec::new();
     }
-    let Some(target) = s.target.as_deref() else {
+    let Some(target) = target_of(s) else {
         return Vec::new();
     };
     let mut params = normalize_params(&s.parameters);
@@ -533,7 +533,7 @@ impl<'a> Analysis<'a> {
 
 /// What a read-like step looked at; the same key means the same information.
 fn read_key(s: &StepView, category: ActionCategory, params: &Value) -> String {
-    let target = s.target.as_deref().unwrap_or("");
+    let target = target_of(s).unwrap_or("");
     match (category, s.action.as_str()) {
         (ActionCategory::Read, "load_context") => match target.parse::<ContextItem>() {
             Ok(ContextItem::FullFile(path)) => format!("file:{}|null-null", normalize_path(&path)),
@@ -694,13 +694,8 @@ impl Fixed {
         let blockable = !matches!(category, ActionCategory::Control | ActionCategory::Message)
             && view.action != "invalid_reply"
             && command_of(view).is_none();
-        let block = blockable.then(|| {
-            format!(
-                "{}:{}",
-                view.action,
-                view.target.clone().unwrap_or_default()
-            )
-        });
+        let block =
+            blockable.then(|| format!("{}:{}", view.action, target_of(view).unwrap_or_default()));
         let failed = matches!(view.result, ActionResult::Failure | ActionResult::Skipped);
         let error_fp =
             failed.then(|| normalize_error(view.error.as_deref().unwrap_or(&view.summary)));

@@ -310,11 +310,11 @@ impl ActionSignature {
                     _ => t.trim().to_string(),
                 })
             }
-            _ => s.target.as_deref().map(normalize_path),
+            _ => target_of(s).map(normalize_path),
         }
         .filter(|t| !t.is_empty());
         let entity = match category {
-            ActionCategory::Search => s.target.as_deref().map(search_term),
+            ActionCategory::Search => target_of(s).map(search_term),
             ActionCategory::Edit => edit_entity(&s.parameters),
             _ => None,
         };
@@ -355,6 +355,19 @@ static CHECK_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("valid regex")
 });
+
+/// A step's target as recorded, or, when the log left it out, the argument that names it
+/// (the path of a file action, the pattern of a search).
+pub(crate) fn target_of(s: &StepView) -> Option<&str> {
+    s.target
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| {
+            ["path", "file_path", "file", "filename", "pattern", "query"]
+                .iter()
+                .find_map(|k| param_str(&s.parameters, k))
+        })
+}
 
 /// The command line a shell-like step runs.
 pub(crate) fn command_of(s: &StepView) -> Option<&str> {
