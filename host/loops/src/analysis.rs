@@ -449,7 +449,13 @@ impl Info<'_> {
             .error
             .map(|e| format!(" ({e})"))
             .unwrap_or_default();
-        let summary: String = v.summary.chars().take(100).collect();
+        // What a message said is its substance; its summary is often just "think".
+        let said = if self.category == ActionCategory::Message {
+            message_text(v)
+        } else {
+            v.summary.clone()
+        };
+        let summary: String = said.chars().take(100).collect();
         format!(
             "step {}: {}{} -> {}{}: {}",
             v.step, v.action, target, v.result, error, summary
