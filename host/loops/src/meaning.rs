@@ -25,6 +25,8 @@ static FAILED_TEST: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("valid regex")
 });
+static ASSERTION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\bassert(?:ion)?\b").expect("valid regex"));
 static WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[a-z][a-z0-9_]*").expect("valid regex"));
 
@@ -49,6 +51,10 @@ pub(crate) fn failure_meaning(category: ErrorCategory, text: &str) -> String {
     }
     if head.contains("panicked") {
         anchors.insert("panic".into());
+    }
+    // `assert x == y` and `AssertionError: ...` are two wordings of one failed assertion.
+    if ASSERTION.is_match(&head) {
+        anchors.insert("AssertionError".into());
     }
     if anchors.is_empty() {
         format!("{category}|{}", normalize_error(text))
@@ -298,6 +304,11 @@ mod tests {
             "FAILED tests/test_fees.py::test_fee - AssertionError: expected 0.59, got 0.5900001 (line 13)",
         );
         assert_eq!(a, b);
+        let bare = failure_meaning(
+            ErrorCategory::TestFailure,
+            "FAILED tests/test_fees.py::test_fee - assert 0.5900000000000001 == 0.59",
+        );
+        assert_eq!(a, bare);
         let c = failure_meaning(
             ErrorCategory::TestFailure,
             "FAILED tests/test_fees.py::test_other - AssertionError: assert 1 == 2",
