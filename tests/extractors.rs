@@ -92,12 +92,9 @@ fn pytest_counts_failing_node_ids_and_locations() {
     let x = extractor("extract-pytest");
     let expected = [
         "pytest: 2 failed, 4 passed, 1 error",
-        "test tests/test_ops.py::test_add fails",
-        "test tests/test_ops.py::test_mean_empty fails",
-        "test tests/test_db.py::test_query errors",
-        "error at tests/conftest.py:6: RuntimeError: database unavailable",
-        "error at tests/test_ops.py:5: AssertionError: assert 4 == 3",
-        "error at src/calc/ops.py:10: ZeroDivisionError: division by zero",
+        "test tests/test_ops.py::test_add fails at tests/test_ops.py:5: AssertionError: assert 4 == 3",
+        "test tests/test_ops.py::test_mean_empty fails at src/calc/ops.py:10: ZeroDivisionError: division by zero",
+        "test tests/test_db.py::test_query errors at tests/conftest.py:6: RuntimeError: database unavailable",
     ];
     let facts = facts(&x, "tests", "pytest-failures.txt");
     assert_eq!(facts[0].category, FactCategory::Verification);
@@ -110,8 +107,7 @@ fn pytest_counts_failing_node_ids_and_locations() {
         statements(&x, "tests", "pytest-collection-error.txt"),
         [
             "pytest: 1 error",
-            "tests/test_broken.py fails to collect",
-            "error at /tmp/pyproj/tests/test_broken.py:1: SyntaxError: invalid syntax",
+            "tests/test_broken.py fails to collect at /tmp/pyproj/tests/test_broken.py:1: SyntaxError: invalid syntax",
         ]
     );
 }
@@ -144,7 +140,7 @@ fn mypy_errors_with_codes_and_summary() {
 fn ruff_and_flake8_diagnostics_and_counts() {
     let x = extractor("extract-python-lint");
     let ruff = [
-        "ruff: 4 errors",
+        "ruff: 4 errors (2 fixable with --fix)",
         "F401 at src/calc/ops.py:1: `os` imported but unused",
         "F401 at src/calc/ops.py:2: `sys` imported but unused",
         "F841 at src/calc/ops.py:18: Local variable `value` is assigned to but never used",
@@ -177,30 +173,25 @@ fn python_lint_plugin_is_silent_on_other_tools() {
 #[test]
 fn go_test_text_verbose_and_json_give_the_same_failures() {
     let x = extractor("extract-go");
+    // Subtests count as `go test -json` counts them; each failing test once, with where
+    // its first message was logged.
     let failures = [
-        "package example.com/demo/calc fails",
-        "test TestAdd fails",
+        "test TestAdd fails at calc_test.go:7: Add(1, 2) = 4, want 3",
         "test TestDiv fails",
-        "test TestDiv/rounds_down fails",
-        "error at calc_test.go:7: Add(1, 2) = 4, want 3",
-        "error at calc_test.go:19: Div(7, 2) = 3, want 4",
+        "test TestDiv/rounds_down fails at calc_test.go:19: Div(7, 2) = 3, want 4",
     ];
-    let with = |counts: &[&str]| -> Vec<String> {
-        counts
-            .iter()
-            .chain(failures.iter())
+    let with = |counts: &str| -> Vec<String> {
+        std::iter::once(counts)
+            .chain(failures.iter().copied())
             .map(|s| s.to_string())
             .collect()
     };
     // Without -v only failures are listed: no pass count then.
     assert_eq!(
         statements(&x, "tests", "go-test-failures.txt"),
-        with(&["go test: 2 failed", "go test: 1 of 2 packages failed"])
+        with("go test: 3 failed; 1 of 2 packages failed")
     );
-    let verbose = with(&[
-        "go test: 2 failed, 2 passed",
-        "go test: 1 of 2 packages failed",
-    ]);
+    let verbose = with("go test: 3 failed, 3 passed, 0 skipped; 1 of 2 packages failed");
     assert_eq!(statements(&x, "tests", "go-test-verbose.txt"), verbose);
     assert_eq!(statements(&x, "tests", "go-test-json.txt"), verbose);
 }
@@ -209,12 +200,25 @@ fn go_test_text_verbose_and_json_give_the_same_failures() {
 fn go_test_build_failure_names_the_package_and_the_error() {
     let x = extractor("extract-go");
     let s = statements(&x, "tests", "go-test-build-failed.txt");
-    assert_eq!(s[1], "go test: 2 of 3 packages failed");
-    assert_eq!(s[2], "package example.com/demo/broken fails to build");
     assert_eq!(
-        s.last().unwrap(),
-        "error at broken/broken.go:3: undefined: y"
+        s[..3],
+        [
+            "go test: 3 failed; 2 of 3 packages failed (1 did not build)",
+            "go: 1 error",
+            "error at broken/broken.go:3: undefined: y",
+        ]
     );
+}
+
+#[test]
+fn go_test_skip_reasons_and_logs_of_passing_tests_are_not_errors() {
+    let x = extractor("extract-go");
+    let out = "=== RUN   TestAdd\n    calc_test.go:6: checking the sum\n--- PASS: TestAdd (0.00s)\n=== RUN   TestNetwork\n    calc_test.go:13: no network in CI\n--- SKIP: TestNetwork (0.00s)\nPASS\nok  \texample.com/demo/calc\t0.003s\n";
+    let facts = x
+        .try_extract("tests", out, ActionResult::Success, 1)
+        .unwrap();
+    let s: Vec<&str> = facts.iter().map(|f| f.statement.as_str()).collect();
+    assert_eq!(s, ["go test: 0 failed, 1 passed, 1 skipped; 1 package ok"]);
 }
 
 #[test]
@@ -228,11 +232,9 @@ fn jest_counts_failing_tests_and_locations() {
     let expected = [
         "jest: 2 failed, 3 passed, 5 total",
         "jest: suites 1 failed, 1 passed, 2 total",
-        "test sum › adds two numbers fails",
-        "test mean of empty is zero fails",
+        "test sum › adds two numbers fails at src/sum.test.js:5: expect(received).toBe(expected) // Object.is equality",
+        "test mean of empty is zero fails at src/sum.js:5: empty list",
         "suite src/sum.test.js fails",
-        "error at src/sum.test.js:5: expect(received).toBe(expected) // Object.is equality",
-        "error at src/sum.js:5: empty list",
     ];
     assert_eq!(statements(&x, "tests", "jest-failures.txt"), expected);
     // --verbose adds ✕ lines for the same tests: no duplicates.
@@ -247,25 +249,23 @@ fn vitest_counts_failing_tests_and_locations() {
         [
             "vitest: 2 failed, 3 passed, 5 total",
             "vitest: test files 1 failed, 1 passed, 2 total",
-            "test src/sum.test.ts > sum > adds two numbers fails",
-            "test src/sum.test.ts > mean of empty is zero fails",
-            "error at src/sum.test.ts:6: AssertionError: expected 4 to be 3 // Object.is equality",
-            "error at src/sum.ts:5: Error: empty list",
+            "test src/sum.test.ts > sum > adds two numbers fails at src/sum.test.ts:6: AssertionError: expected 4 to be 3 // Object.is equality",
+            "test src/sum.test.ts > mean of empty is zero fails at src/sum.ts:5: Error: empty list",
         ]
     );
 }
 
 #[test]
-fn eslint_problems_with_rule_and_location() {
+fn eslint_problems_with_rule_and_location_errors_first() {
     let x = extractor("extract-js");
     assert_eq!(
         statements(&x, "lint", "eslint-stylish.txt"),
         [
             "eslint: 4 problems (3 errors, 1 warning)",
             "error no-unused-vars at /tmp/jsproj/lint/app.js:1: 'unused' is assigned a value but never used",
-            "warning eqeqeq at /tmp/jsproj/lint/app.js:3: Expected '===' and instead saw '=='",
             "error no-undef at /tmp/jsproj/lint/app.js:3: 'undefinedThing' is not defined",
             "error no-debugger at /tmp/jsproj/lint/util.js:2: Unexpected 'debugger' statement",
+            "warning eqeqeq at /tmp/jsproj/lint/app.js:3: Expected '===' and instead saw '=='",
         ]
     );
 }
@@ -316,7 +316,7 @@ fn cargo_test_json_counts_failing_tests_and_panic_locations() {
     assert_eq!(
         s,
         [
-            "tests: 3 passed, 3 failed",
+            "tests: 3 passed, 3 failed, 1 ignored",
             "test tests::mean_of_empty_is_zero panicked at src/lib.rs:10: assertion `left == right` failed",
             "test tests::adds_negative panicked at src/lib.rs:8: assertion `left == right` failed: negative sums",
             "test overflow_is_reported panicked at tests/api.rs:2: index out of bounds: the len is 0 but the index is 3",
@@ -363,7 +363,8 @@ fn cargo_test_json_without_panic_and_passing_runs() {
         run(out),
         [
             "tests: 1 passed, 1 failed",
-            "test io::reads_config fails",
+            "rustc: 0 errors, 1 warning",
+            r#"test io::reads_config fails: Error: Os { code: 2, kind: NotFound, message: "No such file or directory" }"#,
             "warning at src/lib.rs:3: unused variable: `x`",
         ]
     );
@@ -371,7 +372,7 @@ fn cargo_test_json_without_panic_and_passing_runs() {
     let ok = r#"{ "type": "suite", "event": "ok", "passed": 4, "failed": 0, "ignored": 1, "measured": 0, "filtered_out": 0, "exec_time": 0.01 }
 { "type": "suite", "event": "ok", "passed": 2, "failed": 0, "ignored": 0, "measured": 0, "filtered_out": 0, "exec_time": 0.01 }
 "#;
-    assert_eq!(run(ok), ["tests: 6 passed, 0 failed"]);
+    assert_eq!(run(ok), ["tests: 6 passed, 0 failed, 1 ignored"]);
     // Not JSON events: nothing.
     assert!(run("{ \"name\": \"x\" }\n{ broken").is_empty());
 }
@@ -464,7 +465,8 @@ fn test_plugins_are_silent_on_the_new_outputs() {
 
 /// The facts `extract-edit` draws from a real file action of the host: `action` with
 /// `args` run by `execute_file_action` in a fresh workspace holding `src/lib.rs` (9
-/// lines, two functions), its summary, error and content given as the output.
+/// lines, two functions), its summary, error and content given as the output and its
+/// edit record as the details (as the executor passes them).
 fn edit_facts(
     x: &WasmExtractor,
     action: &str,
@@ -490,7 +492,11 @@ fn edit_facts(
     .flatten()
     .collect::<Vec<_>>()
     .join("\n");
-    let facts = x.try_extract(action, &text, out.result, 4).unwrap();
+    let details = out.edit.as_ref().map(|r| r.to_json());
+    assert!(details.is_some(), "{out:?}");
+    let facts = x
+        .try_extract_details(action, &text, out.result, 4, details.as_deref())
+        .unwrap();
     for f in &facts {
         assert_eq!(f.source, action, "{f:?}");
     }
@@ -699,30 +705,36 @@ fn edit_results_of_the_host_tools_give_what_changed_where() {
 }
 
 #[test]
-fn edit_plugin_reads_the_executor_revert_and_seed_wordings() {
+fn edit_plugin_reads_the_revert_from_the_record_and_seed_wordings_from_text() {
     let x = extractor_of("extract-edit");
-    let run = |out: &str| -> Vec<String> {
-        x.try_extract("edit_file", out, ActionResult::Failure, 2)
+    let run = |out: &str, details: Option<&str>| -> Vec<String> {
+        x.try_extract_details("edit_file", out, ActionResult::Failure, 2, details)
             .unwrap()
             .into_iter()
             .map(|f| f.statement)
             .collect()
     };
-    // The executor's auto-revert summary (host/engine/src/executor.rs, `e.summary = format!(
-    // "reverted: {} passed before this change and failed after it; the change was
-    // undone", ...)`).
+    // The executor's auto-revert: the record of the edit, with the checks that regressed
+    // (the summary the model sees says "reverted: ..."; it is not read).
+    let reverted = r#"{"kind":"edit","action":"edit_file","path":"src/lib.rs","created":false,"unchanged":false,"first_line":3,"lines_removed":1,"lines_added":1,"reverted":{"checks":["tests","clippy"]}}"#;
     assert_eq!(
-        run("reverted: tests, clippy passed before this change and failed after it; the change was undone\ntests: 3 passed, 1 failed (exit 101)"),
-        ["change reverted: tests, clippy passed before it and failed after it"]
+        run("anything at all", Some(reverted)),
+        ["change to src/lib.rs reverted: tests, clippy passed before it and failed after it"]
     );
-    // Seed 000's `_build_edit_rules`, for tools worded that way.
+    // The record, not the text: a host summary without details gives no host facts.
+    assert!(run(
+        "edited src/lib.rs: replaced 1 line(s) at line 3 with 1 line(s)",
+        None
+    )
+    .is_empty());
+    // Seed 000's `_build_edit_rules`, for outputs without details, worded that way.
     assert_eq!(
-        run("Modified src/app.py: 3 lines"),
+        run("Modified src/app.py: 3 lines", None),
         ["File modified: src/app.py"]
     );
     assert_eq!(
-        run("error: text to replace not found"),
+        run("error: text to replace not found", None),
         ["Edit failed: target text not found in file"]
     );
-    assert!(run("nothing to see").is_empty());
+    assert!(run("nothing to see", None).is_empty());
 }

@@ -25,6 +25,7 @@ const BUILTINS: &[&str] = &[
     "extract-python-lint",
     "extract-go",
     "extract-js",
+    "extract-shellcheck",
     "extract-conformance",
     "extract-edit",
     "gate-command",

@@ -1,63 +1,71 @@
-//! cargo test results, test panics with their location, and rustc/clippy diagnostics,
-//! from the default text output and from libtest's JSON lines (`cargo test -- -Z
-//! unstable-options --format json`).
+//! cargo: libtest results (text and `--format json`), cargo nextest runs, test panics with
+//! their location, and rustc/clippy diagnostics (cargo build, cargo clippy, rustc).
 //!
-//! The text rules are the host's native `CargoRules` (host/core/src/extract.rs), so the facts
-//! are identical whichever of the two reads an output. The JSON lines give the same
-//! statements: counts summed over the test binaries' `suite` events, one fact per failed
-//! `test` event (its panic location from the captured stdout when there is one).
+//! Facts: one totals fact per kind of run in the tool's own terms (`tests: 3 passed, 2
+//! failed, 1 ignored`, named after the check as before, `cargo nextest: 1 passed, 1 failed, 2 skipped`, `cargo: 2 errors,
+//! 12 warnings`), then every failing test and diagnostic with its file:line, errors first,
+//! up to the SDK's cap, then how many more and their codes.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
+mod report;
+
 use agentforge_plugin_sdk::{export_extractor, fact, Category, Extractor, Fact, Input};
-use agentforge_plugin_sdk::{Rule, RuleSet};
+use regex::Regex;
+use report::{count, findings, Finding, Severity};
 use serde_json::Value;
 
-const PANIC: &str = r"thread '([^']+)'(?: \(\d+\))? panicked at ([^:\s]+):(\d+):\d+:\n(.*)";
-
-/// At most this many failing-test facts per output (as the text rules' `.limit(5)`).
-const MAX_FAILURES: usize = 5;
-
-/// Longest panic message put into a statement (as the SDK cuts a rule's captures).
+/// Longest message put into a statement.
 const MAX_MESSAGE: usize = 160;
 
-fn text_rules() -> RuleSet {
-    RuleSet::new(vec![
-        // One `test result:` line per test binary: the counts are summed.
-        Rule::total(
-            r"test result: (ok|FAILED)\. (?P<passed>\d+) passed; (?P<failed>\d+) failed; (\d+) ignored",
-            Category::Verification,
-            "{tool}: {passed} passed, {failed} failed",
-        ),
-        Rule::each(PANIC, Category::Error, "test {1} panicked at {2}:{3}: {4}").limit(5),
-        // Panics already name the failing tests, with a location.
-        Rule::each(
-            r"(?m)^test (\S+) \.\.\. FAILED",
-            Category::Error,
-            "test {1} fails",
-        )
-        .limit(5)
-        .unless(PANIC),
-        Rule::each(
-            r"(?m)^(error|warning)(\[[A-Z]\d+\])?: (.+)\n\s*--> ([^:\s]+):(\d+):\d+",
-            Category::Error,
-            "{1}{2} at {4}:{5}: {3}",
-        )
-        .limit(5)
-        // Summary lines, not diagnostics.
-        .skip_if(3, r"^(aborting due to 1 previous error$|could not compile)"),
-    ])
+struct Patterns {
+    /// `test tests::adds ... FAILED` (not indented: nextest's captured output is).
+    test_line: Regex,
+    /// libtest's `test result:` line, one per test binary.
+    result: Regex,
+    /// A panic: test (thread) name, file, line, first line of the message.
+    panic: Regex,
+    /// A test returning `Err`: its captured stdout.
+    err_return: Regex,
+    /// nextest: `FAIL [   0.227s] (2/2) demo tests::bad`.
+    nextest_fail: Regex,
+    /// nextest: `Summary [   0.231s] 2 tests run: 1 passed, 1 failed, 2 skipped`.
+    nextest_summary: Regex,
+    /// A diagnostic's first line.
+    diag: Regex,
+    /// Its primary location.
+    arrow: Regex,
+    /// The lint a diagnostic comes from, as rustc and clippy name it in its notes.
+    lint: Regex,
+    /// `` `x` `` spans of a message (a lint's messages differ only there).
+    quoted: Regex,
 }
 
-/// The first panic in a failed test's captured stdout: file, line and the message's
-/// first line.
-fn panic_location(stdout: &str) -> Option<(String, String, String)> {
-    static RE: OnceLock<regex::Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| {
-        regex::Regex::new(r"panicked at ([^:\s]+):(\d+):\d+:\n(.*)").expect("valid regex")
-    });
-    let c = re.captures(stdout)?;
-    Some((c[1].to_string(), c[2].to_string(), cut(&c[3])))
+fn patterns() -> &'static Patterns {
+    static P: OnceLock<Patterns> = OnceLock::new();
+    P.get_or_init(|| Patterns {
+        test_line: re(r"^test (\S+) \.\.\. (ok|FAILED|ignored)"),
+        result: re(
+            r"(?m)^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored",
+        ),
+        panic: re(r"thread '([^']+)'(?: \(\d+\))? panicked at ([^:\s]+):(\d+):\d+:\n\s*(.*)"),
+        err_return: re(r"(?m)^---- (\S+) stdout ----\n(Error: .*)"),
+        nextest_fail: re(
+            r"^\s+(FAIL|SIGSEGV|SIGABRT|SIGBUS|TIMEOUT|LEAK-FAIL|ABORT) \[[^\]]*\] (?:\(\s*\d+/\d+\) )?(\S+) (\S+)$",
+        ),
+        nextest_summary: re(r"(?m)^\s*Summary \[[^\]]*\] \d+ tests? run: (.+)$"),
+        diag: re(r"^(error|warning)(?:\[(E\d+)\])?: (.+)$"),
+        arrow: re(r"^\s*--> ([^:\s]+):(\d+):\d+"),
+        lint: re(
+            r"index\.html#(\w+)|#\[(?:warn|deny|forbid)\(([\w:]+)\)\]|`-[DW] ([\w:-]+)` implied",
+        ),
+        quoted: re(r"`[^`]*`"),
+    })
+}
+
+fn re(p: &str) -> Regex {
+    Regex::new(p).expect("valid regex")
 }
 
 fn cut(s: &str) -> String {
@@ -69,14 +77,201 @@ fn cut(s: &str) -> String {
     }
 }
 
-/// Facts from libtest's JSON events; empty when the output has none.
-fn json_facts(input: &Input) -> Vec<Fact> {
+/// One failing test: its name and, when it panicked, where and why.
+struct Failure {
+    name: String,
+    binary: Option<String>,
+    panic: Option<(String, String, String)>,
+    error: Option<String>,
+}
+
+impl Failure {
+    fn finding(&self) -> Finding {
+        let name = match &self.binary {
+            Some(b) => format!("{} ({b})", self.name),
+            None => self.name.clone(),
+        };
+        let s = match (&self.panic, &self.error) {
+            (Some((file, line, msg)), _) => format!("test {name} panicked at {file}:{line}: {msg}"),
+            (None, Some(e)) => format!("test {name} fails: {e}"),
+            (None, None) => format!("test {name} fails"),
+        };
+        Finding::new(Severity::Error, s)
+    }
+}
+
+/// The panics of an output by test name (the first of each).
+fn panics(p: &Patterns, text: &str) -> HashMap<String, (String, String, String)> {
+    let mut map = HashMap::new();
+    for c in p.panic.captures_iter(text) {
+        map.entry(c[1].to_string())
+            .or_insert_with(|| (c[2].to_string(), c[3].to_string(), cut(&c[4])));
+    }
+    map
+}
+
+/// libtest's and nextest's text: totals facts and the failing tests.
+fn test_runs(p: &Patterns, input: &Input, out: &mut Vec<Fact>, found: &mut Vec<Finding>) {
+    let text = &input.output;
+    let panics = panics(p, text);
+    let errors: HashMap<String, String> = p
+        .err_return
+        .captures_iter(text)
+        .map(|c| (c[1].to_string(), cut(&c[2])))
+        .collect();
+    let mut failures: Vec<Failure> = Vec::new();
+    let add = |failures: &mut Vec<Failure>, name: &str, binary: Option<&str>| {
+        if !failures.iter().any(|f| f.name == name) {
+            failures.push(Failure {
+                name: name.to_string(),
+                binary: binary.map(str::to_string),
+                panic: panics.get(name).cloned(),
+                error: errors.get(name).cloned(),
+            });
+        }
+    };
+
+    if let Some(c) = p.nextest_summary.captures_iter(text).last() {
+        out.push(fact(
+            Category::Verification,
+            format!("cargo nextest: {}", c[1].trim()),
+            &input.tool,
+        ));
+        for line in text.lines() {
+            if let Some(c) = p.nextest_fail.captures(line) {
+                add(&mut failures, &c[3], Some(&c[2]));
+            }
+        }
+    } else {
+        let (mut passed, mut failed, mut ignored, mut runs) = (0u64, 0u64, 0u64, 0);
+        for c in p.result.captures_iter(text) {
+            runs += 1;
+            passed += c[1].parse::<u64>().unwrap_or(0);
+            failed += c[2].parse::<u64>().unwrap_or(0);
+            ignored += c[3].parse::<u64>().unwrap_or(0);
+        }
+        for line in text.lines() {
+            if let Some(c) = p.test_line.captures(line) {
+                if &c[2] == "FAILED" {
+                    add(&mut failures, &c[1], None);
+                }
+            }
+        }
+        if runs > 0 {
+            let mut s = format!("{}: {passed} passed, {failed} failed", input.tool);
+            if ignored > 0 {
+                s.push_str(&format!(", {ignored} ignored"));
+            }
+            out.push(fact(Category::Verification, s, &input.tool));
+        }
+    }
+    found.extend(failures.iter().map(Failure::finding));
+}
+
+/// rustc's and clippy's diagnostics (with a location; summaries have none).
+fn diagnostics(p: &Patterns, input: &Input, out: &mut Vec<Fact>, found: &mut Vec<Finding>) {
+    let lines: Vec<&str> = input.output.lines().collect();
+    // A lint names itself in a note of its first diagnostic only: later ones with the same
+    // message shape get the code from there.
+    let mut code_of_shape: HashMap<String, String> = HashMap::new();
+    let (mut errors, mut warnings, mut clippy) = (0, 0, false);
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(h) = p.diag.captures(lines[i]) else {
+            i += 1;
+            continue;
+        };
+        // rustc puts the location right under the header; a summary line (`generated 12
+        // warnings`) has none, and must not borrow the next diagnostic's.
+        let Some(at) = lines.get(i + 1).and_then(|l| p.arrow.captures(l)) else {
+            i += 1;
+            continue;
+        };
+        let end = lines[i + 1..]
+            .iter()
+            .position(|l| {
+                p.diag.is_match(l) || l.starts_with("test ") || l.starts_with("   Compiling")
+            })
+            .map_or(lines.len(), |n| i + 1 + n);
+        let shape = p.quoted.replace_all(&h[3], "`_`").into_owned();
+        let mut code = h.get(2).map(|m| m.as_str().to_string());
+        if code.is_none() {
+            code = lines[i + 1..end].iter().find_map(|l| {
+                let c = p.lint.captures(l)?;
+                Some(match (c.get(1), c.get(2), c.get(3)) {
+                    (Some(m), _, _) => format!("clippy::{}", m.as_str()),
+                    (_, Some(m), _) => m.as_str().to_string(),
+                    (_, _, Some(m)) => m.as_str().replace('-', "_"),
+                    _ => return None,
+                })
+            });
+            match &code {
+                Some(c) => {
+                    code_of_shape.insert(shape.clone(), c.clone());
+                }
+                None => code = code_of_shape.get(&shape).cloned(),
+            }
+        }
+        clippy |= code.as_deref().is_some_and(|c| c.starts_with("clippy::"));
+        let (severity, level) = if &h[1] == "error" {
+            errors += 1;
+            (Severity::Error, "error")
+        } else {
+            warnings += 1;
+            (Severity::Warning, "warning")
+        };
+        let msg = cut(&h[3]);
+        let s = match (&h.get(2), &code) {
+            (Some(e), _) => format!("{level}[{}] at {}:{}: {msg}", e.as_str(), &at[1], &at[2]),
+            (None, Some(c)) => format!("{level} at {}:{}: {msg} [{c}]", &at[1], &at[2]),
+            (None, None) => format!("{level} at {}:{}: {msg}", &at[1], &at[2]),
+        };
+        let mut f = Finding::new(severity, s);
+        if let Some(c) = code {
+            f = f.code(c);
+        }
+        found.push(f);
+        i = end;
+    }
+    if errors + warnings > 0 {
+        let who = if clippy {
+            "cargo clippy"
+        } else if input.output.contains("   Compiling ") || input.output.contains("    Checking ") {
+            "cargo"
+        } else {
+            "rustc"
+        };
+        out.push(fact(
+            Category::Verification,
+            format!(
+                "{who}: {}, {}",
+                count(errors, "error"),
+                count(warnings, "warning")
+            ),
+            &input.tool,
+        ));
+    }
+}
+
+/// The first panic in a failed test's captured stdout: file, line and the message's
+/// first line.
+fn panic_location(stdout: &str) -> Option<(String, String, String)> {
+    let c = patterns().panic.captures(stdout).or_else(|| {
+        static RE: OnceLock<Regex> = OnceLock::new();
+        RE.get_or_init(|| re(r"panicked at ([^:\s]+):(\d+):\d+:\n\s*(.*)"))
+            .captures(stdout)
+    })?;
+    let n = c.len();
+    Some((c[n - 3].to_string(), c[n - 2].to_string(), cut(&c[n - 1])))
+}
+
+/// Facts from libtest's JSON events; false when the output has none.
+fn json_runs(input: &Input, out: &mut Vec<Fact>, found: &mut Vec<Finding>) -> bool {
     // One substring search skips the line walk on text output (the common case).
     if !input.output.contains("\"type\"") {
-        return Vec::new();
+        return false;
     }
-    let (mut passed, mut failed, mut suites) = (0u64, 0u64, 0usize);
-    let mut failures = Vec::new();
+    let (mut passed, mut failed, mut ignored, mut suites) = (0u64, 0u64, 0u64, 0usize);
     for line in input.output.lines() {
         let line = line.trim();
         if !line.starts_with('{') || !line.contains("\"type\"") {
@@ -90,31 +285,34 @@ fn json_facts(input: &Input) -> Vec<Fact> {
                 suites += 1;
                 passed += event["passed"].as_u64().unwrap_or(0);
                 failed += event["failed"].as_u64().unwrap_or(0);
+                ignored += event["ignored"].as_u64().unwrap_or(0);
             }
-            (Some("test"), Some("failed")) if failures.len() < MAX_FAILURES => {
-                let name = event["name"].as_str().unwrap_or("?");
+            (Some("test"), Some("failed")) => {
+                let name = event["name"].as_str().unwrap_or("?").to_string();
                 let stdout = event["stdout"].as_str().unwrap_or("");
-                let statement = match panic_location(stdout) {
-                    Some((file, line, msg)) => {
-                        format!("test {name} panicked at {file}:{line}: {msg}")
+                let error = stdout.lines().find(|l| l.starts_with("Error: ")).map(cut);
+                found.push(
+                    Failure {
+                        name,
+                        binary: None,
+                        panic: panic_location(stdout),
+                        error,
                     }
-                    None => format!("test {name} fails"),
-                };
-                failures.push(fact(Category::Error, statement, &input.tool));
+                    .finding(),
+                );
             }
             _ => {}
         }
     }
-    let mut out = Vec::with_capacity(failures.len() + 1);
-    if suites > 0 {
-        out.push(fact(
-            Category::Verification,
-            format!("{}: {passed} passed, {failed} failed", input.tool),
-            &input.tool,
-        ));
+    if suites == 0 {
+        return false;
     }
-    out.extend(failures);
-    out
+    let mut s = format!("{}: {passed} passed, {failed} failed", input.tool);
+    if ignored > 0 {
+        s.push_str(&format!(", {ignored} ignored"));
+    }
+    out.push(fact(Category::Verification, s, &input.tool));
+    true
 }
 
 /// The cargo extractor.
@@ -127,14 +325,27 @@ impl Extractor for Cargo {
     }
 
     fn extract(input: Input) -> Vec<Fact> {
-        // Compiled once per instance (the manifest keeps the instance between calls).
-        static RULES: OnceLock<RuleSet> = OnceLock::new();
+        let p = patterns();
+        let mut totals = Vec::new();
+        let mut found = Vec::new();
         // `--format json` prints no `test result:` lines and escapes the panics' line
         // breaks, so the two never describe the same run twice; compile diagnostics
         // (stderr, text) come with either.
-        let mut facts = json_facts(&input);
-        facts.extend(RULES.get_or_init(text_rules).extract(&input));
-        facts
+        if !json_runs(&input, &mut totals, &mut found) {
+            test_runs(p, &input, &mut totals, &mut found);
+        }
+        let tests = found.len();
+        diagnostics(p, &input, &mut totals, &mut found);
+        if totals.is_empty() {
+            return totals;
+        }
+        let what = if tests > 0 {
+            "failing tests"
+        } else {
+            "diagnostics"
+        };
+        totals.extend(findings(&input.tool, found, what));
+        totals
     }
 }
 

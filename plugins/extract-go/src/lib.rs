@@ -1,59 +1,44 @@
-//! go test, text or `-json`: test and package counts, failing tests, `t.Error` locations
-//! and build errors.
+//! go test (text, `-v` or `-json`), go build and go vet: the totals (tests and subtests
+//! counted as `go test -json` counts them; packages), every failing test with where it
+//! failed, and compiler or vet errors with their file:line, up to the SDK's cap, then how
+//! many more. A skip reason or a passing test's log is never reported as an error.
 //!
 //! A `-json` stream carries the text output in its `Output` events: it is turned back into
 //! that text, so both forms give the same facts.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use agentforge_plugin_sdk::{
-    export_extractor, fact, Category, Extractor, Fact, Input, Rule, RuleSet,
-};
+#[path = "../../extract-cargo/src/report.rs"]
+mod report;
+
+use agentforge_plugin_sdk::{export_extractor, fact, Category, Extractor, Fact, Input};
 use regex::Regex;
+use report::{count, findings, Finding, Severity};
 
 struct Go {
     output_field: Regex,
-    top_level: Regex,
+    /// `=== RUN   TestX/sub` (also CONT): the test whose output follows, with -v.
+    run: Regex,
+    /// `--- FAIL: TestX/sub (0.00s)`, indented for subtests.
+    result: Regex,
+    /// `    calc_test.go:7: message` (t.Error, t.Log, t.Skip), indented under its test.
+    logged: Regex,
+    /// `ok  \tpkg\t0.01s`, `FAIL\tpkg\t0.01s`, `FAIL\tpkg [build failed]`.
     package: Regex,
-    rules: RuleSet,
+    /// A compiler or vet line: `./main.go:7:5: message`.
+    compiler: Regex,
 }
 
 fn go() -> &'static Go {
     static G: OnceLock<Go> = OnceLock::new();
     G.get_or_init(|| Go {
         output_field: re(r#""Output":"((?:[^"\\]|\\.)*)""#),
-        // Subtests are indented: counts are of top-level tests.
-        top_level: re(r"(?m)^--- (PASS|FAIL|SKIP): \S+"),
-        package: re(r"(?m)^(ok  |FAIL)\t\S+"),
-        rules: RuleSet::new(vec![
-            Rule::each(
-                r"(?m)^FAIL\t(\S+) \[build failed\]",
-                Category::Error,
-                "package {1} fails to build",
-            )
-            .limit(5),
-            Rule::each(r"(?m)^FAIL\t(\S+)\t", Category::Error, "package {1} fails").limit(5),
-            Rule::each(
-                r"(?m)^\s*--- FAIL: (\S+)",
-                Category::Error,
-                "test {1} fails",
-            )
-            .limit(5),
-            // t.Errorf / t.Fatalf, indented under the test.
-            Rule::each(
-                r"(?m)^\s+([\w./-]+\.go):(\d+): (.+)$",
-                Category::Error,
-                "error at {1}:{2}: {3}",
-            )
-            .limit(5),
-            // Compiler errors.
-            Rule::each(
-                r"(?m)^([\w./-]+\.go):(\d+):\d+: (.+)$",
-                Category::Error,
-                "error at {1}:{2}: {3}",
-            )
-            .limit(5),
-        ]),
+        run: re(r"^=== (?:RUN|CONT) +(\S+)"),
+        result: re(r"^\s*--- (PASS|FAIL|SKIP): (\S+)"),
+        logged: re(r"^\s+([\w./-]+\.go):(\d+): (.+)$"),
+        package: re(r"^(ok  |FAIL|\?   )\t(\S+)(.*)$"),
+        compiler: re(r"^([\w./-]+\.go):(\d+):\d+: (.+)$"),
     })
 }
 
@@ -68,49 +53,104 @@ impl Extractor for GoTest {
         vec!["*".into()]
     }
 
-    fn extract(mut input: Input) -> Vec<Fact> {
+    fn extract(input: Input) -> Vec<Fact> {
         let g = go();
-        input.output = text_of(g, &input.output);
+        let text = text_of(g, &input.output);
+        let tool = &input.tool;
+        // Every test and subtest counts, as `go test -json` counts them.
+        let (mut passed, mut failed, mut skipped) = (0usize, 0usize, 0usize);
+        let mut failing: Vec<String> = Vec::new();
+        let mut logs: HashMap<String, (String, String, String)> = HashMap::new();
+        let (mut packages, mut bad_packages, mut unbuilt) = (0, 0, 0);
+        let mut build_errors: Vec<Finding> = Vec::new();
+        let mut current: Option<String> = None;
+        let mut verbose = false;
+        for line in text.lines() {
+            if let Some(c) = g.run.captures(line) {
+                verbose = true;
+                current = Some(c[1].to_string());
+            } else if let Some(c) = g.result.captures(line) {
+                match &c[1] {
+                    "PASS" => passed += 1,
+                    "FAIL" => {
+                        failed += 1;
+                        failing.push(c[2].to_string());
+                    }
+                    _ => skipped += 1,
+                }
+                current = Some(c[2].to_string());
+            } else if let Some(c) = g.logged.captures(line) {
+                // The first message of a test: where it failed (if it fails; a skip
+                // reason or a log of a passing test is not an error).
+                if let Some(t) = &current {
+                    logs.entry(t.clone())
+                        .or_insert_with(|| (c[1].to_string(), c[2].to_string(), c[3].to_string()));
+                }
+            } else if let Some(c) = g.package.captures(line) {
+                if c[1].starts_with('?') {
+                    continue;
+                }
+                packages += 1;
+                if c[1].starts_with("FAIL") {
+                    bad_packages += 1;
+                    unbuilt += usize::from(
+                        c[3].contains("[build failed]") || c[3].contains("[setup failed]"),
+                    );
+                }
+                current = None;
+            } else if let Some(c) = g.compiler.captures(line) {
+                let s = format!("error at {}:{}: {}", &c[1], &c[2], c[3].trim());
+                build_errors.push(Finding::new(Severity::Error, s));
+            }
+        }
         let mut facts = Vec::new();
-        let (mut failed, mut passed, mut skipped) = (0, 0, 0);
-        for c in g.top_level.captures_iter(&input.output) {
-            match &c[1] {
-                "FAIL" => failed += 1,
-                "PASS" => passed += 1,
-                _ => skipped += 1,
+        let mut parts = Vec::new();
+        if passed + failed + skipped > 0 {
+            if verbose {
+                parts.push(format!(
+                    "{failed} failed, {passed} passed, {skipped} skipped"
+                ));
+            } else {
+                // Without -v go test prints only the failures: no pass count to give.
+                parts.push(format!("{failed} failed"));
             }
         }
-        let mut counts = Vec::new();
-        // Without -v only failures are printed: no "0 passed" then.
-        for (n, what) in [(failed, "failed"), (passed, "passed"), (skipped, "skipped")] {
-            if n > 0 {
-                counts.push(format!("{n} {what}"));
-            }
+        if packages > 0 {
+            parts.push(match (bad_packages, packages) {
+                (0, n) => format!("{} ok", count(n, "package")),
+                (b, n) if unbuilt > 0 => format!(
+                    "{b} of {} failed ({unbuilt} did not build)",
+                    count(n, "package")
+                ),
+                (b, n) => format!("{b} of {} failed", count(n, "package")),
+            });
         }
-        if !counts.is_empty() {
-            let s = format!("go test: {}", counts.join(", "));
-            facts.push(fact(Category::Verification, s, &input.tool));
+        if !parts.is_empty() {
+            let s = format!("go test: {}", parts.join("; "));
+            facts.push(fact(Category::Verification, s, tool));
         }
-        let (mut bad, mut all) = (0, 0);
-        for m in g.package.find_iter(&input.output) {
-            all += 1;
-            if m.as_str().starts_with("FAIL") {
-                bad += 1;
-            }
-        }
-        if all > 0 {
-            let s = match (bad, all) {
-                (0, 1) => "go test: 1 package ok".to_string(),
-                (0, n) => format!("go test: {n} packages ok"),
-                (b, n) => format!("go test: {b} of {n} packages failed"),
-            };
-            facts.push(fact(Category::Verification, s, &input.tool));
+        if !build_errors.is_empty() {
+            let s = format!("go: {}", count(build_errors.len(), "error"));
+            facts.push(fact(Category::Verification, s, tool));
         }
         if facts.is_empty() {
-            // Not go test's output.
+            // Not go's output.
             return facts;
         }
-        facts.extend(g.rules.extract(&input));
+        let mut found = build_errors;
+        for t in &failing {
+            let s = match logs.get(t) {
+                Some((file, line, msg)) => format!("test {t} fails at {file}:{line}: {msg}"),
+                None => format!("test {t} fails"),
+            };
+            found.push(Finding::new(Severity::Error, s));
+        }
+        let what = if failing.is_empty() {
+            "errors"
+        } else {
+            "failing tests"
+        };
+        facts.extend(findings(tool, found, what));
         facts
     }
 }

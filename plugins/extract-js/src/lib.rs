@@ -1,14 +1,22 @@
-//! JavaScript and TypeScript tools: jest and vitest (counts, failing tests, where each
-//! failure was raised), eslint's stylish format, and tsc (plain and `--pretty`).
+//! JavaScript and TypeScript tools: jest, vitest and node's built-in test runner (`node
+//! --test`, TAP and spec), eslint's stylish format, and tsc (plain and `--pretty`).
+//!
+//! Facts: the totals in the tool's own terms first, then every failing test (with where it
+//! failed and its error) or diagnostic (errors before warnings, with rule or code and
+//! file:line) up to the SDK's cap, then how many more.
 
 use std::sync::OnceLock;
+
+#[path = "../../extract-cargo/src/report.rs"]
+mod report;
 
 use agentforge_plugin_sdk::{
     export_extractor, fact, Category, Extractor, Fact, Input, Rule, RuleSet,
 };
 use regex::Regex;
+use report::{count, findings, Finding, Severity};
 
-/// At most this many facts of one kind (locations, eslint problems).
+/// At most this many `suite X fails` facts.
 const LIMIT: usize = 5;
 
 /// jest's `● Suite › test` and vitest's ` FAIL  file > suite > test` failure headers.
@@ -27,6 +35,11 @@ struct Js {
     eslint_file: Regex,
     eslint_problem: Regex,
     tsc: Regex,
+    node_count: Regex,
+    node_not_ok: Regex,
+    node_spec_failure: Regex,
+    js_frame: Regex,
+    tap_location: Regex,
 }
 
 fn js() -> &'static Js {
@@ -60,16 +73,12 @@ fn js() -> &'static Js {
                 "vitest: test files {1}, {2} total",
             )
             .limit(1),
-            Rule::each(JEST_FAILURE, Category::Error, "test {1} fails")
-                .limit(LIMIT)
-                .skip_if(1, "^Test suite failed to run$"),
             Rule::each(
                 r"(?m)^FAIL (\S+)(?: \(.*\))?$",
                 Category::Error,
                 "suite {1} fails",
             )
             .limit(LIMIT),
-            Rule::each(VITEST_FAILURE, Category::Error, "test {1} fails").limit(LIMIT),
             // Verbose lists; the failure headers above name the same tests more fully.
             Rule::each(
                 r"(?m)^\s+[✕×] (.+?)(?: \(?\d+ ?ms\)?)?$",
@@ -93,6 +102,14 @@ fn js() -> &'static Js {
         eslint_file: re(r"^(/\S+|[A-Za-z]:\\\S+|\S+\.[cm]?[jt]sx?)$"),
         eslint_problem: re(r"^\s+(\d+):\d+\s+(error|warning)\s+(.+?)\s{2,}(\S+)$"),
         tsc: re(TSC),
+        // TAP `# pass 3`, spec `ℹ pass 3`.
+        node_count: re(r"(?m)^(?:#|ℹ) (tests|pass|fail|cancelled|skipped|todo) (\d+)$"),
+        node_not_ok: re(r"^\s*not ok \d+ - (.+?)(?: # .*)?$"),
+        node_spec_failure: re(r"^\s*✖ (.+?) \([\d.]+m?s\)$"),
+        js_frame: re(
+            r"(?:\(|at |^\s*)(?:file://)?((?:/|\.{0,2}/?)[^\s():'\\]+\.[cm]?[jt]sx?):(\d+):\d+",
+        ),
+        tap_location: re(r"^\s*location: '(?:file://)?(.+):(\d+):\d+'$"),
     })
 }
 
@@ -116,41 +133,61 @@ impl Extractor for JsTools {
                 f.statement = f.statement.replace(" | ", ", ");
             }
         }
-        facts.extend(failure_locations(j, &input));
-        facts.extend(eslint(j, &input));
-        facts.extend(tsc(j, &input));
+        let tool = input.tool.clone();
+        // Totals first, then the failures (tests and diagnostics, errors first, capped).
+        let mut found = failures(j, &input);
+        let eslint = eslint(j, &input, &mut found);
+        let tsc = tsc(j, &input, &mut facts, &mut found);
+        node_test(j, &input, &mut facts, &mut found);
+        let (totals, rest): (Vec<Fact>, Vec<Fact>) = facts
+            .into_iter()
+            .partition(|f| f.category == Category::Verification);
+        let mut facts = totals;
+        let what = if eslint || tsc {
+            "diagnostics"
+        } else {
+            "failing tests"
+        };
+        facts.extend(findings(&tool, found, what));
+        facts.extend(rest);
         facts
     }
 }
 
-/// `error at FILE:LINE: message` for each jest/vitest failure: its first frame outside
-/// `node_modules`, and the first line of its message.
-fn failure_locations(j: &Js, input: &Input) -> Vec<Fact> {
+/// Each jest/vitest failure: its name, its first frame outside `node_modules`, and the
+/// first line of its message.
+fn failures(j: &Js, input: &Input) -> Vec<Finding> {
     let mut out = Vec::new();
-    // (message, location) of the failure being read.
-    let mut current: Option<(Option<String>, Option<String>)> = None;
-    let mut flush = |current: &mut Option<(Option<String>, Option<String>)>| {
-        if let Some((message, Some(at))) = current.take() {
-            if out.len() < LIMIT {
-                let s = match message {
-                    Some(m) => format!("error at {at}: {m}"),
-                    None => format!("error at {at}"),
-                };
-                out.push(fact(Category::Error, s, &input.tool));
+    // (name, message, location) of the failure being read.
+    let mut current: Option<(String, Option<String>, Option<String>)> = None;
+    let flush = |current: &mut Option<(String, Option<String>, Option<String>)>,
+                 out: &mut Vec<Finding>| {
+        if let Some((name, message, at)) = current.take() {
+            if name == "Test suite failed to run" && at.is_none() {
+                return;
             }
+            let mut s = format!("test {name} fails");
+            if let Some(at) = at {
+                s.push_str(&format!(" at {at}"));
+            }
+            if let Some(m) = message {
+                s.push_str(&format!(": {m}"));
+            }
+            out.push(Finding::new(Severity::Error, s));
         }
     };
     for line in input.output.lines() {
-        if j.failure_start.is_match(line) {
-            flush(&mut current);
-            current = Some((None, None));
+        if let Some(c) = j.failure_start.captures(line) {
+            flush(&mut current, &mut out);
+            let name = c.get(1).or(c.get(2)).map_or("", |m| m.as_str()).trim();
+            current = Some((name.to_string(), None, None));
             continue;
         }
         if j.failure_end.is_match(line) {
-            flush(&mut current);
+            flush(&mut current, &mut out);
             continue;
         }
-        let Some((message, at)) = current.as_mut() else {
+        let Some((_, message, at)) = current.as_mut() else {
             continue;
         };
         if let Some(c) = j.frame.captures(line) {
@@ -161,48 +198,149 @@ fn failure_locations(j: &Js, input: &Input) -> Vec<Fact> {
             *message = Some(line.trim().to_string());
         }
     }
-    flush(&mut current);
+    flush(&mut current, &mut out);
     out
 }
 
 /// eslint's stylish format: a file name, then `line:col  severity  message  rule` lines.
-fn eslint(j: &Js, input: &Input) -> Vec<Fact> {
-    let mut out = Vec::new();
+fn eslint(j: &Js, input: &Input, found: &mut Vec<Finding>) -> bool {
+    let mut any = false;
     let mut file: Option<&str> = None;
     for line in input.output.lines() {
         if j.eslint_file.is_match(line) {
             file = Some(line);
         } else if let (Some(f), Some(c)) = (file, j.eslint_problem.captures(line)) {
-            if out.len() < LIMIT {
-                let s = format!("{} {} at {f}:{}: {}", &c[2], &c[4], &c[1], &c[3]);
-                out.push(fact(Category::Error, s, &input.tool));
-            }
+            any = true;
+            let s = format!("{} {} at {f}:{}: {}", &c[2], &c[4], &c[1], &c[3]);
+            let severity = if &c[2] == "error" {
+                Severity::Error
+            } else {
+                Severity::Warning
+            };
+            found.push(Finding::new(severity, s).code(&c[4]));
         } else if line.trim().is_empty() {
             file = None;
         }
     }
-    out
+    any
 }
 
 /// tsc errors, counted (its plain format prints no summary).
-fn tsc(j: &Js, input: &Input) -> Vec<Fact> {
+fn tsc(j: &Js, input: &Input, facts: &mut Vec<Fact>, found: &mut Vec<Finding>) -> bool {
     let errors: Vec<_> = j.tsc.captures_iter(&input.output).collect();
     if errors.is_empty() {
-        return Vec::new();
+        return false;
     }
-    let n = errors.len();
-    let plural = if n == 1 { "error" } else { "errors" };
-    let mut out = vec![fact(
+    facts.push(fact(
         Category::Verification,
-        format!("tsc: {n} {plural}"),
+        format!("tsc: {}", count(errors.len(), "error")),
         &input.tool,
-    )];
-    for c in errors.iter().take(LIMIT) {
+    ));
+    for c in &errors {
         let line = c.get(2).or(c.get(3)).map_or("", |m| m.as_str());
         let s = format!("error {} at {}:{line}: {}", &c[4], &c[1], &c[5]);
-        out.push(fact(Category::Error, s, &input.tool));
+        found.push(Finding::new(Severity::Error, s).code(&c[4]));
     }
-    out
+    true
+}
+
+/// node --test, TAP (its default without a terminal) or spec: the totals, and each failing
+/// test with where it failed (its stack's first frame of the project, else the test's
+/// location) and its error.
+fn node_test(j: &Js, input: &Input, facts: &mut Vec<Fact>, found: &mut Vec<Finding>) {
+    let text = &input.output;
+    let mut n = std::collections::HashMap::new();
+    for c in j.node_count.captures_iter(text) {
+        n.insert(c[1].to_string(), c[2].parse::<usize>().unwrap_or(0));
+    }
+    let (Some(pass), Some(fail)) = (n.get("pass"), n.get("fail")) else {
+        return;
+    };
+    let mut s = format!("node --test: {pass} passed, {fail} failed");
+    for k in ["skipped", "todo", "cancelled"] {
+        if let Some(v) = n.get(k).filter(|v| **v > 0) {
+            s.push_str(&format!(", {v} {k}"));
+        }
+    }
+    facts.push(fact(Category::Verification, s, &input.tool));
+    let lines: Vec<&str> = text.lines().collect();
+    let frame = |l: &str| -> Option<String> {
+        if l.contains("node:") || l.contains("node_modules") {
+            return None;
+        }
+        let c = j.js_frame.captures(l)?;
+        Some(format!("{}:{}", &c[1], &c[2]))
+    };
+    let spec = lines.iter().position(|l| l.trim() == "✖ failing tests:");
+    for (i, line) in lines.iter().enumerate() {
+        let name = match spec {
+            Some(start) if i > start => j.node_spec_failure.captures(line),
+            Some(_) => None,
+            None => j.node_not_ok.captures(line),
+        };
+        let Some(name) = name else { continue };
+        let indent = line.len() - line.trim_start().len();
+        // Its block: the lines indented deeper, up to the next test.
+        let block: Vec<&str> = lines[i + 1..]
+            .iter()
+            .take_while(|l| {
+                l.trim().is_empty()
+                    || (l.len() - l.trim_start().len() > indent
+                        && j.node_not_ok.captures(l).is_none()
+                        && !l.trim_start().starts_with("ok "))
+            })
+            .copied()
+            .collect();
+        if block
+            .iter()
+            .any(|l| l.contains("failureType: 'subtestsFailed'"))
+        {
+            continue;
+        }
+        let stack = block
+            .iter()
+            .position(|l| l.trim_start().starts_with("stack:"))
+            .unwrap_or(0);
+        let at = block[stack..]
+            .iter()
+            .find_map(|l| frame(l))
+            .or_else(|| block.iter().find_map(|l| frame(l)))
+            .or_else(|| {
+                block.iter().find_map(|l| {
+                    let c = j.tap_location.captures(l)?;
+                    Some(format!("{}:{}", &c[1], &c[2]))
+                })
+            });
+        let message = if spec.is_some() {
+            block
+                .iter()
+                .map(|l| l.trim())
+                .find(|t| !t.is_empty())
+                .map(str::to_string)
+        } else {
+            // `error: 'text'`, or `error: |-` with the text on the lines below.
+            block.iter().enumerate().find_map(|(k, l)| {
+                let e = l.trim().strip_prefix("error: ")?;
+                if e == "|-" {
+                    block[k + 1..]
+                        .iter()
+                        .map(|l| l.trim())
+                        .find(|t| !t.is_empty())
+                        .map(str::to_string)
+                } else {
+                    Some(e.trim_matches('\'').to_string())
+                }
+            })
+        };
+        let mut s = format!("test {} fails", &name[1]);
+        if let Some(at) = at {
+            s.push_str(&format!(" at {at}"));
+        }
+        if let Some(m) = message {
+            s.push_str(&format!(": {m}"));
+        }
+        found.push(Finding::new(Severity::Error, s));
+    }
 }
 
 export_extractor!(JsTools);

@@ -1,15 +1,16 @@
-//! pytest: the summary counts, the FAILED/ERROR node ids of the short summary, and where
-//! each failure was raised with its error (long and `--tb=short` tracebacks alike).
+//! pytest and unittest: the run's totals in the tool's own terms, and every failing test
+//! (pytest's FAILED/ERROR node ids, unittest's FAIL/ERROR ids) with where it was raised and
+//! its error (long and `--tb=short` tracebacks alike), up to the SDK's cap, then how many
+//! more.
 
 use std::sync::OnceLock;
 
-use agentforge_plugin_sdk::{
-    export_extractor, fact, Category, Extractor, Fact, Input, Rule, RuleSet,
-};
-use regex::Regex;
+#[path = "../../extract-cargo/src/report.rs"]
+mod report;
 
-/// At most this many location facts.
-const MAX_LOCATIONS: usize = 5;
+use agentforge_plugin_sdk::{export_extractor, fact, Category, Extractor, Fact, Input};
+use regex::Regex;
+use report::{count, findings, Finding, Severity};
 
 struct Patterns {
     /// `==== 2 failed, 4 passed, 1 error in 0.02s ====` (or bare with `-q`).
@@ -28,7 +29,14 @@ struct Patterns {
     file_line: Regex,
     /// An `E` line naming an exception: `ZeroDivisionError: division by zero`.
     typed: Regex,
-    names: RuleSet,
+    /// The short summary's `FAILED tests/x.py::test_a - ...` / `ERROR tests/x.py`.
+    short: Regex,
+    /// unittest: `Ran 5 tests in 0.004s`, then `OK` / `FAILED (failures=2, errors=1)`.
+    ran: Regex,
+    /// unittest: `FAIL: test_add (test_calc.TestCalc.test_add)`.
+    unittest_header: Regex,
+    /// A traceback frame: `File "/abs/test_calc.py", line 6, in test_add`.
+    py_frame: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -37,21 +45,15 @@ fn patterns() -> &'static Patterns {
         summary: re(r"(?m)^=*\s*((?:\d+ [a-z]+, )*\d+ [a-z]+) in [\d.]+s\b"),
         no_tests: re(r"(?m)^=*\s*no tests ran in [\d.]+s\b"),
         count: re(r"(\d+) ([a-z]+)"),
-        header: re(r"^(_{3,} .* _{3,}|={3,} .* ={3,})$"),
+        header: re(r"^(?:_{3,} (.*) _{3,}|={3,} .* ={3,})$"),
         raised_at: re(r"^([^\s:]+\.py):(\d+): ([A-Za-z_][\w.]*)$"),
         frame: re(r"^([^\s:]+\.py):(\d+): in \S+$"),
         file_line: re(r#"^E\s+File "([^"]+)", line (\d+)"#),
         typed: re(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning|Failed|Exited)\b"),
-        names: RuleSet::new(vec![
-            Rule::each(r"(?m)^FAILED (\S+)", Category::Error, "test {1} fails").limit(5),
-            Rule::each(r"(?m)^ERROR (\S+::\S+)", Category::Error, "test {1} errors").limit(5),
-            Rule::each(
-                r"(?m)^ERROR ([^\s:]+)(?: - .*)?$",
-                Category::Error,
-                "{1} fails to collect",
-            )
-            .limit(5),
-        ]),
+        short: re(r"(?m)^(FAILED|ERROR) (\S+?)(?: - .*)?$"),
+        ran: re(r"(?m)^Ran (\d+) tests? in [\d.]+s\n\n(OK|FAILED)(?: \((.+)\))?$"),
+        unittest_header: re(r"^(FAIL|ERROR): (\S+) \(([^)]+)\)"),
+        py_frame: re(r#"^\s*File "([^"]+)", line (\d+)"#),
     })
 }
 
@@ -69,8 +71,11 @@ impl Extractor for Pytest {
 
     fn extract(input: Input) -> Vec<Fact> {
         let p = patterns();
+        let mut facts = unittest(p, &input);
+        if !facts.is_empty() {
+            return facts;
+        }
         let text = &input.output;
-        let mut facts = Vec::new();
         if let Some(m) = p.summary.captures_iter(text).last() {
             let counts: Vec<String> = p
                 .count
@@ -93,24 +98,66 @@ impl Extractor for Pytest {
             // Not a pytest run: its node ids and tracebacks are not to be looked for.
             return facts;
         }
-        facts.extend(p.names.extract(&input));
-        facts.extend(locations(p, &input));
+        facts.extend(findings(&input.tool, failures(p, &input), "failing tests"));
         facts
     }
 }
 
-/// `error at FILE:LINE: Error: message`, one per traceback section.
-fn locations(p: &Patterns, input: &Input) -> Vec<Fact> {
+/// The failing tests of the short summary (`FAILED id`, `ERROR id`), each with where it
+/// was raised and its error from its traceback section.
+fn failures(p: &Patterns, input: &Input) -> Vec<Finding> {
+    let sections = sections(p, input);
+    let mut ids: Vec<(bool, String)> = Vec::new();
+    for c in p.short.captures_iter(&input.output) {
+        let entry = (&c[1] == "ERROR", c[2].to_string());
+        if !ids.contains(&entry) {
+            ids.push(entry);
+        }
+    }
+    if ids.is_empty() {
+        // `-rN` (no short summary): the sections still name the tests.
+        ids = sections.iter().map(|(k, _)| (false, k.clone())).collect();
+    }
+    ids.into_iter()
+        .map(|(error, id)| {
+            let key = match id.split_once("::") {
+                Some((_, rest)) => rest.replace("::", "."),
+                None => id.clone(),
+            };
+            let at = sections
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, s)| format!(" at {s}"))
+                .unwrap_or_default();
+            let s = match (error, id.contains("::")) {
+                (false, _) => format!("test {id} fails{at}"),
+                (true, true) => format!("test {id} errors{at}"),
+                (true, false) => format!("{id} fails to collect{at}"),
+            };
+            Finding::new(Severity::Error, s)
+        })
+        .collect()
+}
+
+/// `(test key, "FILE:LINE: Error: message")` for each traceback section.
+fn sections(p: &Patterns, input: &Input) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    let mut key: Option<String> = None;
     let mut section: Vec<&str> = Vec::new();
     for line in input.output.lines().chain(std::iter::once("=== end ===")) {
-        if p.header.is_match(line) {
-            if let Some(s) = section_fact(p, &section) {
-                if out.len() < MAX_LOCATIONS {
-                    out.push(fact(Category::Error, s, &input.tool));
-                }
+        if let Some(h) = p.header.captures(line) {
+            if let (Some(k), Some(s)) = (key.take(), section_fact(p, &section)) {
+                out.push((k, s));
             }
             section.clear();
+            key = h.get(1).map(|m| {
+                let name = m.as_str();
+                name.strip_prefix("ERROR at setup of ")
+                    .or_else(|| name.strip_prefix("ERROR at teardown of "))
+                    .or_else(|| name.strip_prefix("ERROR collecting "))
+                    .unwrap_or(name)
+                    .to_string()
+            });
         } else {
             section.push(line);
         }
@@ -153,7 +200,88 @@ fn section_fact(p: &Patterns, lines: &[&str]) -> Option<String> {
             }
         }
     };
-    Some(format!("error at {file}:{line}: {message}"))
+    Some(format!("{file}:{line}: {message}"))
+}
+
+/// unittest's report: `Ran N tests`, then `OK` or `FAILED (failures=2, errors=1)`, and a
+/// `FAIL: name (id)` / `ERROR: name (id)` section with a traceback per failing test.
+fn unittest(p: &Patterns, input: &Input) -> Vec<Fact> {
+    let Some(c) = p.ran.captures_iter(&input.output).last() else {
+        return Vec::new();
+    };
+    let ran: usize = c[1].parse().unwrap_or(0);
+    let n = |key: &str| -> usize {
+        c.get(3)
+            .map(|m| m.as_str())
+            .unwrap_or("")
+            .split(", ")
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+            .unwrap_or(0)
+    };
+    let (failures, errors, skipped) = (n("failures"), n("errors"), n("skipped"));
+    let (xfail, xpass) = (n("expected failures"), n("unexpected successes"));
+    let passed = ran.saturating_sub(failures + errors + skipped + xfail + xpass);
+    let mut s = format!("unittest: ran {ran}: {passed} passed, {failures} failed");
+    for (k, word) in [
+        (errors, "error"),
+        (skipped, "skipped"),
+        (xfail, "expected failure"),
+        (xpass, "unexpected success"),
+    ] {
+        if k > 0 {
+            s.push_str(", ");
+            s.push_str(&if word == "skipped" {
+                format!("{k} skipped")
+            } else {
+                count(k, word)
+            });
+        }
+    }
+    let mut facts = vec![fact(Category::Verification, s, &input.tool)];
+    let mut found = Vec::new();
+    let lines: Vec<&str> = input.output.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(h) = p.unittest_header.captures(line) else {
+            continue;
+        };
+        let (kind, name, paren) = (&h[1], &h[2], &h[3]);
+        let body: Vec<&str> = lines[i + 1..]
+            .iter()
+            .skip_while(|l| l.starts_with("---"))
+            .take_while(|l| !l.starts_with("======") && !l.starts_with("------"))
+            .copied()
+            .collect();
+        let at = body
+            .iter()
+            .rev()
+            .filter_map(|l| p.py_frame.captures(l))
+            .find(|c| own(&c[1]))
+            .map(|c| format!(" at {}:{}", &c[1], &c[2]))
+            .unwrap_or_default();
+        let message = body
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty() && !l.starts_with(' '))
+            .map(|l| format!(": {}", l.trim()))
+            .unwrap_or_default();
+        let s = if let Some(module) = paren.strip_prefix("unittest.loader._FailedTest") {
+            let module = module.trim_start_matches('.');
+            let module = if module.is_empty() { name } else { module };
+            format!("module {module} fails to load{at}{message}")
+        } else {
+            // Python 3.11 prints the whole id in the parentheses; older ones the class.
+            let id = if paren.ends_with(&format!(".{name}")) {
+                paren.to_string()
+            } else {
+                format!("{paren}.{name}")
+            };
+            let verb = if kind == "ERROR" { "errors" } else { "fails" };
+            format!("test {id} {verb}{at}{message}")
+        };
+        found.push(Finding::new(Severity::Error, s));
+    }
+    facts.extend(findings(&input.tool, found, "failing tests"));
+    facts
 }
 
 /// A frame of the project, not of pytest, the standard library or a frozen module.

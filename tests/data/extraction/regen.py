@@ -340,9 +340,9 @@ def truth_pytest(root, case, cmd):
         file = tc.get("file") or ""
         cls = tc.get("classname", "")
         name = tc.get("name")
-        if not file:
+        if not file or name == file[:-3].replace("/", "."):
             # A collection error: the module itself.
-            failing.append(cls.replace(".", "/") + ".py")
+            failing.append(file or cls.replace(".", "/") + ".py")
         else:
             parts = cls.split(".")
             mod = file[:-3].replace("/", ".")
