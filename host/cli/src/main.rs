@@ -167,8 +167,12 @@ struct ExtractArgs {
 enum InspectCommand {
     /// Replay a recorded action log offline and print every loop detection.
     Loops {
-        /// A task id (in the workspace) or the path of an actions.jsonl.
+        /// A task id (in the workspace), or a file or folder of steps: an actions.jsonl, the
+        /// minimal step format (docs/loop-steps.md), a SWE-agent .traj, an OpenHands event stream.
         source: String,
+        /// The source's format; `auto` tells them apart by their content.
+        #[arg(long, default_value = "auto", value_parser = ["auto", "agentforge", "steps", "swe-agent", "openhands"])]
+        format: String,
     },
 }
 
@@ -409,33 +413,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        Command::Inspect(InspectCommand::Loops { source }) => {
-            let path = Path::new(source);
-            let dir = if path.is_file() {
-                agentforge::state_store::TaskDir::at(
-                    path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-                )
-            } else {
-                TaskStore::new(&workspace_root(g)?)
-                    .open(source)
-                    .map_err(usage)?
-            };
-            let records = if path.is_file() {
-                read_log(path).map_err(usage)?
-            } else {
-                dir.read_actions().map_err(failed)?
-            };
-            let (config, _) = Config::load(g.config.as_deref(), &g.workspace).map_err(usage)?;
-            let steps: Vec<agentforge::loops::StepView> = records.iter().map(Into::into).collect();
-            let detector = agentforge::loops::LoopDetector::new(config.loops.thresholds.clone());
-            let found = detector.replay(&steps);
-            if g.json {
-                println!("{}", serde_json::to_string_pretty(&found).map_err(failed)?);
-            } else {
-                println!("{} steps replayed", steps.len());
-                print!("{}", agentforge::loops::render_text(&found));
-            }
-            Ok(0)
+        Command::Inspect(InspectCommand::Loops { source, format }) => {
+            inspect_loops(g, source, format)
         }
         Command::Context { task_id } => {
             let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
@@ -670,23 +649,45 @@ fn latest_running(store: &TaskStore) -> Result<String> {
     })
 }
 
-/// Reads an actions.jsonl given by path; a torn last line (a crashed run) is skipped
-/// with a note rather than failing the post-mortem.
-fn read_log(path: &Path) -> Result<Vec<agentforge::state_store::ActionRecord>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let mut out = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_str(line) {
-            Ok(r) => out.push(r),
-            Err(e) if i + 1 == lines.len() => {
-                eprintln!("note: {}: last line is torn ({e}); ignored", path.display())
-            }
-            Err(e) => return Err(anyhow!("{}: line {}: {e}", path.display(), i + 1)),
+/// `inspect loops`: the steps of a task's log or of a file/folder in any format the
+/// importer reads (`agentforge_loops::import`), replayed through the detector.
+fn inspect_loops(g: &Global, source: &str, format: &str) -> Result<u8, Failure> {
+    use agentforge::loops::import::{self, Format};
+    let format: Option<Format> = match format {
+        "auto" => None,
+        name => Some(name.parse().map_err(usage)?),
+    };
+    let path = Path::new(source);
+    let read_path = || -> Result<_, Failure> {
+        let imported = import::import(path, format).map_err(usage)?;
+        for note in &imported.notes {
+            eprintln!("note: {note}");
         }
+        Ok((imported.steps, imported.format))
+    };
+    // A file is read as one; a task id wins over a folder of the same name.
+    let task =
+        (!path.is_file()).then(|| workspace_root(g).map(|root| TaskStore::new(&root).open(source)));
+    let (steps, label) = match task {
+        None => read_path()?,
+        Some(Ok(Ok(dir))) => {
+            let records = dir.read_actions().map_err(failed)?;
+            (records.iter().map(Into::into).collect(), Format::AgentForge)
+        }
+        Some(_) if path.is_dir() => read_path()?,
+        Some(Err(e)) => return Err(e),
+        Some(Ok(Err(e))) => return Err(usage(e)),
+    };
+    let (config, _) = Config::load(g.config.as_deref(), &g.workspace).map_err(usage)?;
+    let detector = agentforge::loops::LoopDetector::new(config.loops.thresholds.clone());
+    let found = detector.replay(&steps);
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&found).map_err(failed)?);
+    } else {
+        println!("{} steps replayed ({label})", steps.len());
+        print!("{}", agentforge::loops::render_text(&found));
     }
-    Ok(out)
+    Ok(0)
 }
 
 fn report_recovery(r: &agentforge::state_store::Recovery) {
