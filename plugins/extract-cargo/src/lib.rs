@@ -28,6 +28,8 @@ struct Patterns {
     panic: Regex,
     /// A test returning `Err`: its captured stdout.
     err_return: Regex,
+    /// `---- tests::adds stdout ----`: a failure's section.
+    stdout_header: Regex,
     /// nextest: `FAIL [   0.227s] (2/2) demo tests::bad`.
     nextest_fail: Regex,
     /// nextest: `Summary [   0.231s] 2 tests run: 1 passed, 1 failed, 2 skipped`.
@@ -51,6 +53,7 @@ fn patterns() -> &'static Patterns {
         ),
         panic: re(r"thread '([^']+)'(?: \(\d+\))? panicked at ([^:\s]+):(\d+):\d+:\n\s*(.*)"),
         err_return: re(r"(?m)^---- (\S+) stdout ----\n(Error: .*)"),
+        stdout_header: re(r"^---- (\S+) stdout ----$"),
         nextest_fail: re(
             r"^\s+(FAIL|SIGSEGV|SIGABRT|SIGBUS|TIMEOUT|LEAK-FAIL|ABORT) \[[^\]]*\] (?:\(\s*\d+/\d+\) )?(\S+) (\S+)$",
         ),
@@ -155,6 +158,10 @@ fn test_runs(p: &Patterns, input: &Input, out: &mut Vec<Fact>, found: &mut Vec<F
                 if &c[2] == "FAILED" {
                     add(&mut failures, &c[1], None);
                 }
+            } else if let Some(c) = p.stdout_header.captures(line) {
+                // `--quiet` prints dots, not `test x ... FAILED`: the failures' headers
+                // name them.
+                add(&mut failures, &c[1], None);
             }
         }
         if runs > 0 {

@@ -475,6 +475,21 @@ def rust_cases():
             ("many_fail", {"Cargo.toml": CARGO_TOML, "src/lib.rs": "#[cfg(test)]\nmod tests {\n" + "".join(
                 f"    #[test]\n    fn case_{i:02}() {{ assert_eq!({i} + 1, {i}); }}\n" for i in range(15)
             ) + "    #[test]\n    fn fine() {}\n}\n"}, "cargo test"),
+            # `--quiet`: dots instead of one line per test.
+            ("quiet", {"Cargo.toml": CARGO_TOML, "src/lib.rs": """
+                pub fn count(s: &str) -> usize { s.split(' ').count() }
+
+                #[cfg(test)]
+                mod tests {
+                    use super::*;
+                    #[test]
+                    fn spaces() { assert_eq!(count("a b"), 2); }
+                    #[test]
+                    fn tabs() { assert_eq!(count("a\tb c"), 3); }
+                    #[test]
+                    fn empty() { assert_eq!(count(""), 0); }
+                }
+                """}, "cargo test --quiet"),
             ("compile_error", {"Cargo.toml": CARGO_TOML, "src/lib.rs": """
                 pub fn add(a: i32, b: i32) -> i32 { a + b }
 
@@ -1180,6 +1195,7 @@ def human(tool, root, cmd):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--only", action="append", help="regenerate only this tool's cases")
+    ap.add_argument("--case", action="append", help="regenerate only the cases of this name")
     args = ap.parse_args()
     cases = {}
     for group in (py_cases(), rust_cases(), go_cases(), js_cases()):
@@ -1190,6 +1206,8 @@ def main():
         out_dir = HERE / tool
         out_dir.mkdir(exist_ok=True)
         for name, files, cmd in items:
+            if args.case and name not in args.case:
+                continue
             root = WORK / tool / name
             write_tree(root, files)
             if tool in JS_TOOLS:
