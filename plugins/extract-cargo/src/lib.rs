@@ -154,6 +154,10 @@ fn test_runs(p: &Patterns, input: &Input, out: &mut Vec<Fact>, found: &mut Vec<F
             ignored += c[3].parse::<u64>().unwrap_or(0);
         }
         for line in text.lines() {
+            // A byte test first: most lines are neither (the regexes run on few).
+            if !(line.starts_with("test ") || line.starts_with("---- ")) {
+                continue;
+            }
             if let Some(c) = p.test_line.captures(line) {
                 if &c[2] == "FAILED" {
                     add(&mut failures, &c[1], None);
@@ -184,7 +188,12 @@ fn diagnostics(p: &Patterns, input: &Input, out: &mut Vec<Fact>, found: &mut Vec
     let (mut errors, mut warnings, mut clippy) = (0, 0, false);
     let mut i = 0;
     while i < lines.len() {
-        let Some(h) = p.diag.captures(lines[i]) else {
+        let line = lines[i];
+        if !(line.starts_with("error") || line.starts_with("warning")) {
+            i += 1;
+            continue;
+        }
+        let Some(h) = p.diag.captures(line) else {
             i += 1;
             continue;
         };
@@ -197,7 +206,9 @@ fn diagnostics(p: &Patterns, input: &Input, out: &mut Vec<Fact>, found: &mut Vec
         let end = lines[i + 1..]
             .iter()
             .position(|l| {
-                p.diag.is_match(l) || l.starts_with("test ") || l.starts_with("   Compiling")
+                ((l.starts_with("error") || l.starts_with("warning")) && p.diag.is_match(l))
+                    || l.starts_with("test ")
+                    || l.starts_with("   Compiling")
             })
             .map_or(lines.len(), |n| i + 1 + n);
         let shape = p.quoted.replace_all(&h[3], "`_`").into_owned();
