@@ -25,6 +25,20 @@ pub trait FactExtractor: Send + Sync {
     fn name(&self) -> &str;
     /// Extracts facts; an empty list means no rule matched.
     fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact>;
+    /// [`FactExtractor::extract`] with what the host knows of the action: `details`, a JSON
+    /// object such as an edit's [`crate::edit::EditRecord`]. Extractors that read it
+    /// override this; the default ignores it.
+    fn extract_details(
+        &self,
+        tool: &str,
+        output: &str,
+        result: ActionResult,
+        step: u64,
+        details: Option<&str>,
+    ) -> Vec<Fact> {
+        let _ = details;
+        self.extract(tool, output, result, step)
+    }
     /// Whether it names `tool` explicitly (not through `*`): only those read an action's
     /// result (see [`Extractors::extract_action`]).
     fn names(&self, _tool: &str) -> bool {
@@ -79,15 +93,17 @@ impl Extractors {
         facts
     }
 
-    /// The facts extractors draw from an action's result (an edit's summary and error),
-    /// without the generic fact: an action's own summary is already in `recent`. Ids are
-    /// `f<step>-a<n>`, apart from those of the checks the same step ran.
+    /// The facts extractors draw from an action's result (an edit's summary and error,
+    /// and `details`, the host's record of it as JSON), without the generic fact: an
+    /// action's own summary is already in `recent`. Ids are `f<step>-a<n>`, apart from
+    /// those of the checks the same step ran.
     pub fn extract_action(
         &self,
         action: &str,
         text: &str,
         result: ActionResult,
         step: u64,
+        details: Option<&str>,
     ) -> Vec<Fact> {
         // Only extractors naming the action: a `*` extractor (test output rules) would
         // read quoted file content in an edit's error as a test run.
@@ -95,7 +111,7 @@ impl Extractors {
             self.list
                 .iter()
                 .filter(|e| e.names(action))
-                .flat_map(|e| e.extract(action, text, result, step)),
+                .flat_map(|e| e.extract_details(action, text, result, step, details)),
         );
         for (i, f) in facts.iter_mut().enumerate() {
             f.id = format!("f{step}-a{}", i + 1);

@@ -12,6 +12,7 @@ pub mod actions;
 pub mod args;
 pub mod budget;
 pub mod command;
+pub mod edit;
 pub mod extract;
 pub mod fault;
 pub mod focus;

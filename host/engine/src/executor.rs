@@ -726,6 +726,9 @@ struct Executed {
     verification_ran: bool,
     /// The change broke a passing check and was undone (auto-revert).
     reverted: bool,
+    /// An edit action's record (what changed where, why it failed, the revert), for
+    /// the extractors.
+    edit: Option<agentforge_core::edit::EditRecord>,
     file_hashes: std::collections::BTreeMap<String, String>,
     /// Hash and length of what the action showed (check output, file content, search
     /// hits, tool output): the loop detector reads a changed output as progress.
@@ -743,6 +746,7 @@ impl Executed {
             changed_files: false,
             verification_ran: false,
             reverted: false,
+            edit: None,
             file_hashes: Default::default(),
             output: None,
         }
@@ -1550,12 +1554,19 @@ impl<'r> Executor<'r> {
                                 Some(err) => format!("{}\n{err}", e.summary),
                                 None => e.summary.clone(),
                             };
+                            let details = e.edit.as_ref().map(|r| r.to_json());
                             let facts = self
                                 .rt
                                 .extractors
                                 .get()
                                 .map_err(ExecError::Plugins)?
-                                .extract_action(action.name(), &text, e.result, step);
+                                .extract_action(
+                                    action.name(),
+                                    &text,
+                                    e.result,
+                                    step,
+                                    details.as_deref(),
+                                );
                             // The latest edit result replaces what the earlier ones said
                             // (a fixed edit must not leave its failure as an open issue).
                             if !facts.is_empty() {
@@ -1830,6 +1841,7 @@ impl<'r> Executor<'r> {
                 let out = tools::execute_file_action(&self.rt.workspace, action, &snap);
                 let mut e = Executed::new(out.result, out.summary);
                 e.error = out.error;
+                e.edit = out.edit.map(|r| *r);
                 if let Some(content) = out.content {
                     e.showed(&content);
                     let key = match action {
@@ -1882,6 +1894,11 @@ impl<'r> Executor<'r> {
                     state.verification = before;
                     e.result = ActionResult::Failure;
                     e.reverted = true;
+                    if let Some(edit) = &mut e.edit {
+                        edit.reverted = Some(agentforge_core::edit::Reverted {
+                            checks: regressed.clone(),
+                        });
+                    }
                     e.summary = format!(
                         "reverted: {} passed before this change and failed after it; the change was undone",
                         regressed.join(", ")

@@ -14,7 +14,10 @@ use regex::RegexBuilder;
 
 use super::read::{read_regular_file, ReadError};
 use super::snapshot::{atomic_write, snapshot_files, MAX_SNAPSHOT_BYTES};
-use super::{FileOutcome, Workspace};
+use super::{FileOutcome, ToolError, Workspace};
+use agentforge_core::edit::{
+    EditAction, EditError, EditRecord, FileProblem, FileProblemKind, LineSpan, WriteStage,
+};
 use agentforge_core::state::ActionResult;
 use agentforge_core::text::cut;
 
@@ -42,6 +45,7 @@ impl FileOutcome {
             error: Some(error.into()),
             files_changed: Vec::new(),
             content: None,
+            edit: None,
         }
     }
 
@@ -56,7 +60,47 @@ impl FileOutcome {
             error: None,
             files_changed,
             content,
+            edit: None,
         }
+    }
+
+    /// The outcome with its edit record (none for read_file and search).
+    fn with_edit(mut self, edit: Option<EditRecord>) -> FileOutcome {
+        self.edit = edit.map(Box::new);
+        self
+    }
+
+    /// A failed edit action: its summary and error for the model, and its record.
+    fn edit_failure(
+        action: EditAction,
+        rel: &str,
+        summary: String,
+        error: String,
+        why: EditError,
+    ) -> FileOutcome {
+        FileOutcome::failure(summary, error).with_edit(Some(EditRecord::failed(action, rel, why)))
+    }
+}
+
+/// The record of a failed `action` on `rel`, when it is an edit action (read_file and
+/// search share some failures, and have no record).
+fn failed_edit(action: &str, rel: &str, why: impl FnOnce() -> EditError) -> Option<EditRecord> {
+    EditAction::from_name(action).map(|a| EditRecord::failed(a, rel, why()))
+}
+
+/// A bounded read's failure as an edit record's [`FileProblem`].
+fn problem_of(e: &ReadError) -> FileProblem {
+    match e {
+        ReadError::NotFound { .. } => FileProblem::new(FileProblemKind::Missing),
+        ReadError::NotRegular {
+            kind: "a folder", ..
+        } => FileProblem::new(FileProblemKind::Folder),
+        ReadError::NotRegular { .. } => FileProblem::new(FileProblemKind::NotRegular),
+        ReadError::TooLarge { .. } => FileProblem::new(FileProblemKind::TooLarge),
+        ReadError::Io { source, .. } => FileProblem {
+            message: Some(source.to_string()),
+            ..FileProblem::new(FileProblemKind::Io)
+        },
     }
 }
 
@@ -74,10 +118,15 @@ fn resolve(ws: &Workspace, action: &str, rel: &str) -> Result<PathBuf, FileOutco
 /// a failed outcome.
 fn resolve_for_write(ws: &Workspace, action: &str, rel: &str) -> Result<PathBuf, FileOutcome> {
     ws.resolve_for_write(rel).map_err(|e| {
+        let reason = match &e {
+            ToolError::Refused { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        };
         FileOutcome::failure(
             format!("{action} refused: path `{rel}` not allowed"),
             e.to_string(),
         )
+        .with_edit(failed_edit(action, rel, || EditError::Refused { reason }))
     })
 }
 
@@ -91,11 +140,17 @@ fn read_text(
     abs: &Path,
     lossy: bool,
 ) -> Result<String, FileOutcome> {
-    let fail = |error: String| {
+    let fail = |error: String, problem: FileProblem| {
         FileOutcome::failure(format!("{action} failed: cannot read `{rel}`"), error)
+            .with_edit(failed_edit(action, rel, || EditError::Unreadable(problem)))
     };
     match fs::metadata(abs) {
-        Ok(meta) if meta.is_dir() => return Err(fail(directory_listing(ws, rel, abs))),
+        Ok(meta) if meta.is_dir() => {
+            return Err(fail(
+                directory_listing(ws, rel, abs),
+                FileProblem::new(FileProblemKind::Folder),
+            ))
+        }
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let mut error = format!("`{rel}` does not exist.");
@@ -107,41 +162,62 @@ fn read_text(
                 }
                 error.push('.');
             } else {
-                error.push_str(&format!(" Did you mean: {}?", similar.join(", ")));
+                let shown: Vec<String> = similar.iter().map(|p| format!("`{p}`")).collect();
+                error.push_str(&format!(" Did you mean: {}?", shown.join(", ")));
             }
-            return Err(fail(error));
+            let problem = FileProblem {
+                similar,
+                ..FileProblem::new(FileProblemKind::Missing)
+            };
+            return Err(fail(error, problem));
         }
-        Err(e) => return Err(fail(e.to_string())),
+        Err(e) => {
+            let problem = FileProblem {
+                message: Some(e.to_string()),
+                ..FileProblem::new(FileProblemKind::Io)
+            };
+            return Err(fail(e.to_string(), problem));
+        }
     }
     let bytes = match read_regular_file(abs, MAX_TEXT_FILE_BYTES).and_then(|r| r.complete()) {
         Ok(bytes) => bytes,
         Err(e @ ReadError::TooLarge { .. }) => {
-            return Err(fail(format!(
-                "{}; file actions work on text files of up to {} MiB",
-                e.shown_as(rel),
-                MAX_TEXT_FILE_BYTES >> 20
-            )))
+            return Err(fail(
+                format!(
+                    "{}; file actions work on text files of up to {} MiB",
+                    e.shown_as(rel),
+                    MAX_TEXT_FILE_BYTES >> 20
+                ),
+                FileProblem::new(FileProblemKind::TooLarge),
+            ))
         }
-        Err(e) => return Err(fail(e.shown_as(rel).to_string())),
+        Err(e) => {
+            let problem = problem_of(&e);
+            return Err(fail(e.shown_as(rel).to_string(), problem));
+        }
     };
     if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
-        return Err(fail(format!(
-            "`{rel}` is a binary file ({} bytes); only text files can be read or edited",
-            bytes.len()
-        )));
+        return Err(fail(
+            format!(
+                "`{rel}` is a binary file ({} bytes); only text files can be read or edited",
+                bytes.len()
+            ),
+            FileProblem::new(FileProblemKind::Binary),
+        ));
     }
     if lossy {
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
     }
     String::from_utf8(bytes).map_err(|_| {
-        fail(format!(
-            "`{rel}` is not UTF-8 text; only UTF-8 text files can be edited"
-        ))
+        fail(
+            format!("`{rel}` is not UTF-8 text; only UTF-8 text files can be edited"),
+            FileProblem::new(FileProblemKind::NotUtf8),
+        )
     })
 }
 
-/// Up to 5 workspace files with the same file name as `abs`: models often get the
-/// folder of a file wrong.
+/// Up to 5 workspace files (relative paths) with the same file name as `abs`: models
+/// often get the folder of a file wrong.
 fn similar_paths(ws: &Workspace, abs: &Path) -> Vec<String> {
     let Some(name) = abs.file_name() else {
         return Vec::new();
@@ -149,7 +225,7 @@ fn similar_paths(ws: &Workspace, abs: &Path) -> Vec<String> {
     let mut found = Vec::new();
     for entry in walker(ws.root()).build().flatten().take(50_000) {
         if entry.file_type().is_some_and(|t| t.is_file()) && entry.file_name() == name {
-            found.push(format!("`{}`", ws.relative(entry.path())));
+            found.push(ws.relative(entry.path()));
             if found.len() == 5 {
                 break;
             }
@@ -267,17 +343,22 @@ fn commit(
     snapshot_dir: &Path,
 ) -> Result<(), FileOutcome> {
     let created = missing_parents(ws, abs);
+    let failed = |stage: WriteStage, message: String| {
+        failed_edit(action, rel, || EditError::WriteFailed { stage, message })
+    };
     snapshot_files(ws, snapshot_dir, &[abs], &created).map_err(|e| {
         FileOutcome::failure(
             format!("{action} failed: could not snapshot `{rel}`; nothing was changed"),
             e.to_string(),
         )
+        .with_edit(failed(WriteStage::Snapshot, e.to_string()))
     })?;
     let fail = |e: io::Error| {
         FileOutcome::failure(
             format!("{action} failed: could not write `{rel}`"),
             e.to_string(),
         )
+        .with_edit(failed(WriteStage::Write, e.to_string()))
     };
     if let Some(parent) = abs.parent() {
         fs::create_dir_all(parent).map_err(fail)?;
@@ -342,22 +423,31 @@ pub(crate) fn write_file(
         Ok(r) if r.truncated => Some(None),
         Ok(r) => Some(Some(r.bytes)),
         Err(ReadError::NotFound { .. }) => None,
-        Err(ReadError::NotRegular {
-            kind: "a folder", ..
-        }) => {
-            return FileOutcome::failure(
+        Err(
+            e @ ReadError::NotRegular {
+                kind: "a folder", ..
+            },
+        ) => {
+            return FileOutcome::edit_failure(
+                EditAction::WriteFile,
+                rel,
                 format!("write_file failed: `{rel}` is a folder"),
                 format!("`{rel}` is a folder; give the path of a file inside it"),
+                EditError::NotReplaceable(problem_of(&e)),
             )
         }
         Err(e) => {
-            return FileOutcome::failure(
+            let problem = problem_of(&e);
+            return FileOutcome::edit_failure(
+                EditAction::WriteFile,
+                rel,
                 format!("write_file failed: cannot replace `{rel}`"),
                 format!(
                     "{}; write_file replaces regular files only",
                     e.shown_as(rel)
                 ),
-            )
+                EditError::NotReplaceable(problem),
+            );
         }
     };
     if previous.as_ref().and_then(Option::as_deref) == Some(content.as_bytes()) {
@@ -365,21 +455,36 @@ pub(crate) fn write_file(
             format!("write_file: `{rel}` already has this content; nothing changed"),
             Vec::new(),
             None,
-        );
+        )
+        .with_edit(Some(EditRecord::unchanged(rel)));
     }
     if let Err(o) = commit(ws, "write_file", rel, &abs, content, snapshot_dir) {
         return o;
     }
     let lines = split_lines(content).len();
-    let how = match previous {
-        Some(_) => "overwrote",
-        None => "created",
+    let (how, old_lines) = match &previous {
+        Some(Some(old)) => (
+            "overwrote",
+            Some(split_lines(&String::from_utf8_lossy(old)).len()),
+        ),
+        // Too large to read first: how many lines it had is not known.
+        Some(None) => ("overwrote", None),
+        None => ("created", Some(0)),
     };
+    let mut record = EditRecord::changed(
+        EditAction::WriteFile,
+        rel,
+        1,
+        old_lines.map(|n| n as u64),
+        lines as u64,
+    );
+    record.created = previous.is_none();
     FileOutcome::success(
         format!("{how} {rel} ({lines} lines, {} bytes)", content.len()),
         vec![ws.relative(&abs)],
         None,
     )
+    .with_edit(Some(record))
 }
 
 /// Byte offsets of every (possibly overlapping) occurrence of `needle`.
@@ -430,10 +535,16 @@ pub(crate) fn edit_file(
         hits = occurrences(&text, &old);
     }
     match hits.len() {
-        0 => FileOutcome::failure(
-            format!("edit_file failed: old_text not found in `{rel}`"),
-            not_found_hint(&text, old_text, rel),
-        ),
+        0 => {
+            let (hint, why) = not_found_hint(&text, old_text, rel);
+            FileOutcome::edit_failure(
+                EditAction::EditFile,
+                rel,
+                format!("edit_file failed: old_text not found in `{rel}`"),
+                hint,
+                why,
+            )
+        }
         1 => {
             let at = hits[0];
             let updated = format!("{}{}{}", &text[..at], new, &text[at + old.len()..]);
@@ -455,30 +566,52 @@ pub(crate) fn edit_file(
                 vec![ws.relative(&abs)],
                 Some(echo_region(&updated, first - 1, new_end)),
             )
+            .with_edit(Some(EditRecord::changed(
+                EditAction::EditFile,
+                rel,
+                first as u64,
+                Some(old_lines as u64),
+                new_lines as u64,
+            )))
         }
         n => {
-            let lines: Vec<String> = hits
+            let lines: Vec<u64> = hits
                 .iter()
                 .take(10)
-                .map(|&h| line_of(&text, h).to_string())
+                .map(|&h| line_of(&text, h) as u64)
                 .collect();
-            FileOutcome::failure(
+            let shown: Vec<String> = lines.iter().map(u64::to_string).collect();
+            FileOutcome::edit_failure(
+                EditAction::EditFile,
+                rel,
                 format!("edit_file failed: old_text occurs {n} times in `{rel}`"),
                 format!(
                     "old_text occurs {n} times in `{rel}` (at lines {}); include more surrounding lines in old_text so it matches exactly once, or use replace_lines",
-                    lines.join(", ")
+                    shown.join(", ")
                 ),
+                EditError::Ambiguous {
+                    occurrences: n as u64,
+                    lines,
+                },
             )
         }
     }
 }
 
-/// Why `old_text` did not match and where the intended text probably is.
-fn not_found_hint(text: &str, old_text: &str, rel: &str) -> String {
+/// Why `old_text` did not match and where the intended text probably is: the hint for
+/// the model, and the same as the record's error.
+fn not_found_hint(text: &str, old_text: &str, rel: &str) -> (String, EditError) {
     let prefix = regex::Regex::new(r"^\s*\d+\| ").expect("valid regex");
     let mut hint = format!(
         "old_text was not found in `{rel}`; it must match the file exactly, including whitespace."
     );
+    let why = |indentation_match: Option<LineSpan>, prefixes: bool, closest: &[(f64, usize)]| {
+        EditError::OldTextNotFound {
+            indentation_match,
+            line_number_prefixes: prefixes,
+            closest_lines: closest.iter().map(|(_, i)| *i as u64 + 1).collect(),
+        }
+    };
     if old_text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -487,7 +620,7 @@ fn not_found_hint(text: &str, old_text: &str, rel: &str) -> String {
         hint.push_str(
             " old_text contains the `  12| ` line-number prefixes of read_file output; remove them.",
         );
-        return hint;
+        return (hint, why(None, true, &[]));
     }
     let file_lines: Vec<&str> = text.lines().collect();
     let wanted: Vec<&str> = old_text.lines().map(str::trim).collect();
@@ -512,13 +645,17 @@ fn not_found_hint(text: &str, old_text: &str, rel: &str) -> String {
                     start + wanted.len(),
                     numbered(&lines, start, end)
                 ));
-                return hint;
+                let span = LineSpan {
+                    first_line: start as u64 + 1,
+                    last_line: (start + wanted.len()) as u64,
+                };
+                return (hint, why(Some(span), false, &[]));
             }
         }
     }
     let Some(first) = wanted.first().filter(|l| !l.is_empty()) else {
         hint.push_str(" Read the file first.");
-        return hint;
+        return (hint, why(None, false, &[]));
     };
     let target = bigrams(first);
     let mut scored: Vec<(f64, usize)> = file_lines
@@ -529,18 +666,19 @@ fn not_found_hint(text: &str, old_text: &str, rel: &str) -> String {
         .filter(|(s, _)| *s >= 0.5)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.truncate(3);
     if scored.is_empty() {
         hint.push_str(" No similar line exists; read the file first to see its current content.");
     } else {
         hint.push_str(" Closest lines to the first line of old_text:\n");
-        for (_, i) in scored.iter().take(3) {
+        for (_, i) in &scored {
             let line = file_lines[*i];
             let shown: String = line.chars().take(MAX_HIT_CHARS).collect();
             hint.push_str(&format!("{:>4}| {shown}\n", i + 1));
         }
         hint.push_str("Read the file around them and copy old_text exactly.");
     }
-    hint
+    (hint, why(None, false, &scored))
 }
 
 /// Character bigrams with counts, for a cheap similarity score.
@@ -591,9 +729,16 @@ pub(crate) fn replace_lines(
         } else {
             format!("start_line and end_line must be between 1 and {count}, with start_line <= end_line")
         };
-        return FileOutcome::failure(
+        return FileOutcome::edit_failure(
+            EditAction::ReplaceLines,
+            rel,
             format!("replace_lines failed: lines {start_line}-{end_line} are outside `{rel}` ({count} lines)"),
             format!("`{rel}` has {count} lines; {hint}"),
+            EditError::OutOfRange {
+                start_line: start_line as u64,
+                end_line: end_line as u64,
+                line_count: count as u64,
+            },
         );
     }
     let eol = line_ending(&text);
@@ -625,6 +770,13 @@ pub(crate) fn replace_lines(
             start_line - 1 + new_count,
         )),
     )
+    .with_edit(Some(EditRecord::changed(
+        EditAction::ReplaceLines,
+        rel,
+        start_line as u64,
+        Some((end_line + 1 - start_line) as u64),
+        new_count as u64,
+    )))
 }
 
 /// A gitignore-aware walker over the workspace that never enters `.git` or
@@ -775,4 +927,163 @@ pub(crate) fn search(
         Vec::new(),
         Some(content),
     )
+}
+
+#[cfg(test)]
+mod edit_records {
+    //! The edit record each file action leaves beside its summary.
+
+    use super::*;
+
+    fn workspace() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("src")).unwrap();
+        fs::write(
+            dir.path().join("src/lib.rs"),
+            "fn alpha() {\n    let x = 1;\n    x + 1\n}\n\nfn beta() {\n    let x = 1;\n    x * 2\n}\n",
+        )
+        .unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    fn error_of(o: &FileOutcome) -> EditError {
+        let r = o.edit.as_ref().expect("an edit record");
+        assert_eq!(r.first_line, None, "{r:?}");
+        r.error.clone().expect("an error")
+    }
+
+    #[test]
+    fn successful_edits_record_where_and_how_many_lines() {
+        let (dir, ws) = workspace();
+        let snap = dir.path().join(".snap");
+        let o = edit_file(
+            &ws,
+            "src/lib.rs",
+            "    x + 1\n",
+            "    let y = x + 1;\n    y\n",
+            &snap,
+        );
+        let expected = EditRecord::changed(EditAction::EditFile, "src/lib.rs", 3, Some(1), 2);
+        assert_eq!(o.edit.as_deref(), Some(&expected));
+        let o = replace_lines(
+            &ws,
+            "src/lib.rs",
+            7,
+            10,
+            "fn beta() -> i32 {\n    2\n}\n",
+            &snap,
+        );
+        let expected = EditRecord::changed(EditAction::ReplaceLines, "src/lib.rs", 7, Some(4), 3);
+        assert_eq!(o.edit.as_deref(), Some(&expected));
+        let o = write_file(&ws, "src/new.rs", "a\nb\n", &snap);
+        let mut created = EditRecord::changed(EditAction::WriteFile, "src/new.rs", 1, Some(0), 2);
+        created.created = true;
+        assert_eq!(o.edit.as_deref(), Some(&created));
+        let o = write_file(&ws, "src/new.rs", "a\n", &snap);
+        let expected = EditRecord::changed(EditAction::WriteFile, "src/new.rs", 1, Some(2), 1);
+        assert_eq!(o.edit.as_deref(), Some(&expected));
+        let o = write_file(&ws, "src/new.rs", "a\n", &snap);
+        assert_eq!(
+            o.edit.as_deref(),
+            Some(&EditRecord::unchanged("src/new.rs"))
+        );
+    }
+
+    #[test]
+    fn failed_edits_record_why_with_the_lines_the_hint_names() {
+        let (dir, ws) = workspace();
+        let snap = dir.path().join(".snap");
+        let o = edit_file(
+            &ws,
+            "src/lib.rs",
+            "    let x = 1;\n",
+            "    let x = 2;\n",
+            &snap,
+        );
+        assert_eq!(
+            error_of(&o),
+            EditError::Ambiguous {
+                occurrences: 2,
+                lines: vec![2, 7]
+            }
+        );
+        let o = edit_file(&ws, "src/lib.rs", "fn beta() {\nlet x = 1;\n", "x", &snap);
+        assert_eq!(
+            error_of(&o),
+            EditError::OldTextNotFound {
+                indentation_match: Some(LineSpan {
+                    first_line: 6,
+                    last_line: 7
+                }),
+                line_number_prefixes: false,
+                closest_lines: vec![],
+            }
+        );
+        let o = edit_file(&ws, "src/lib.rs", "    x * 3\n", "x", &snap);
+        let EditError::OldTextNotFound { closest_lines, .. } = error_of(&o) else {
+            panic!("{o:?}")
+        };
+        assert_eq!(closest_lines.first(), Some(&8));
+        assert!(o.error.unwrap().contains(&format!("{:>4}| ", 8)));
+        let o = edit_file(&ws, "src/lib.rs", "   3|     x + 1\n", "x", &snap);
+        assert!(matches!(
+            error_of(&o),
+            EditError::OldTextNotFound {
+                line_number_prefixes: true,
+                ..
+            }
+        ));
+        let o = replace_lines(&ws, "src/lib.rs", 40, 42, "x", &snap);
+        assert_eq!(
+            error_of(&o),
+            EditError::OutOfRange {
+                start_line: 40,
+                end_line: 42,
+                line_count: 9
+            }
+        );
+        let o = edit_file(&ws, "lib.rs", "a", "b", &snap);
+        assert_eq!(
+            error_of(&o),
+            EditError::Unreadable(FileProblem {
+                reason: FileProblemKind::Missing,
+                similar: vec!["src/lib.rs".into()],
+                message: None,
+            })
+        );
+        assert!(o.error.unwrap().contains("Did you mean: `src/lib.rs`?"));
+        let o = edit_file(&ws, "src", "a", "b", &snap);
+        assert_eq!(
+            error_of(&o),
+            EditError::Unreadable(FileProblem::new(FileProblemKind::Folder))
+        );
+        let o = write_file(&ws, "src", "b", &snap);
+        assert_eq!(
+            error_of(&o),
+            EditError::NotReplaceable(FileProblem::new(FileProblemKind::Folder))
+        );
+        let o = edit_file(&ws, "../outside.rs", "a", "b", &snap);
+        let EditError::Refused { reason } = error_of(&o) else {
+            panic!("{o:?}")
+        };
+        assert!(
+            reason.starts_with("`..` leads outside the workspace root"),
+            "{reason}"
+        );
+        fs::write(dir.path().join("src/data.bin"), b"a\0b").unwrap();
+        let o = replace_lines(&ws, "src/data.bin", 1, 1, "x", &snap);
+        assert_eq!(
+            error_of(&o),
+            EditError::Unreadable(FileProblem::new(FileProblemKind::Binary))
+        );
+    }
+
+    #[test]
+    fn reads_and_searches_have_no_edit_record() {
+        let (_dir, ws) = workspace();
+        assert!(read_file(&ws, "src/lib.rs", None, None).edit.is_none());
+        assert!(read_file(&ws, "missing.rs", None, None).edit.is_none());
+        assert!(search(&ws, "alpha", None, None).edit.is_none());
+    }
 }

@@ -115,6 +115,10 @@ pub struct FileOutcome {
     /// What the model should see next step: file text with line numbers
     /// (`  12| code`), the edited region, or search hits.
     pub content: Option<String>,
+    /// The edit actions' record of what happened (what changed where, why it failed),
+    /// for extractors; `None` for read_file and search. Boxed: outcomes travel in
+    /// `Result`s and most carry none.
+    pub edit: Option<Box<agentforge_core::edit::EditRecord>>,
 }
 
 /// Executes read_file, write_file, edit_file, replace_lines or search.
@@ -156,6 +160,7 @@ pub fn execute_file_action(ws: &Workspace, action: &Action, snapshot_dir: &Path)
             )),
             files_changed: Vec::new(),
             content: None,
+            edit: None,
         },
     }
 }
