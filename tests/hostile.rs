@@ -26,7 +26,7 @@ fn install(dir: &Path, fixture: &str, name: &str, kind: &str, extra: &str) -> Pa
     std::fs::write(
         d.join("plugin.toml"),
         format!(
-            "name = \"{name}\"\nversion = \"0.1.0\"\nkind = \"{kind}\"\napi = \"0.2.0\"\ncomponent = \"{wasm}\"\n{extra}"
+            "name = \"{name}\"\nversion = \"0.1.0\"\nkind = \"{kind}\"\napi = \"0.3.0\"\ncomponent = \"{wasm}\"\n{extra}"
         ),
     )
     .unwrap();
@@ -201,7 +201,7 @@ fn manifests_cannot_reach_outside_their_folder_or_lift_limits() {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(
             d.join("plugin.toml"),
-            format!("name = \"{name}\"\nversion = \"1\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"{component}\"\n"),
+            format!("name = \"{name}\"\nversion = \"1\"\nkind = \"extractor\"\napi = \"0.3.0\"\ncomponent = \"{component}\"\n"),
         )
         .unwrap();
         d

@@ -71,7 +71,7 @@ fn install_hostile(dir: &Path, name: &str, extra: &str) {
     .unwrap();
     std::fs::write(
         d.join("plugin.toml"),
-        format!("name = \"{name}\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"hostile.wasm\"\n{extra}"),
+        format!("name = \"{name}\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.3.0\"\ncomponent = \"hostile.wasm\"\n{extra}"),
     )
     .unwrap();
 }
@@ -384,6 +384,104 @@ fn a_gate_built_against_api_0_1_runs_through_the_frozen_binding() {
     assert_eq!(code, Some(2), "{stderr}");
     let state = std::fs::read_to_string(ws.join(".agentforge/tasks/old/state.yaml")).unwrap();
     assert!(state.contains("legacy gate: exit 0"), "{state}");
+}
+
+/// A plugin built against API 0.2.0 (an extractor, a gate and a tool in one fixture
+/// component, wit-bindgen on `wit/snapshots/0.2.0`) still loads and runs through the
+/// host's frozen 0.2.0 binding. The 0.2.0 extractor sees the action's output as before:
+/// `details` (0.3.0) never reach it.
+#[test]
+fn plugins_built_against_api_0_2_run_through_the_frozen_binding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    let wasm = "legacy_extractor_v0_2.wasm";
+    for (name, kind, api) in [
+        ("legacy-x", "extractor", "0.2.0"),
+        ("legacy-g", "gate", "0.2.0"),
+        ("legacy-t", "tool", "0.2.0"),
+        ("legacy-claims-0-3", "extractor", "0.3.0"),
+    ] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(
+            plugins().join("legacy-extractor-v0-2").join(wasm),
+            d.join(wasm),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("plugin.toml"),
+            format!("name = \"{name}\"\nversion = \"0.1.0\"\nkind = \"{kind}\"\napi = \"{api}\"\ncomponent = \"{wasm}\"\n"),
+        )
+        .unwrap();
+    }
+    let (loaded, errors) = load(&dir, tmp.path(), "", &[]);
+    // Declaring 0.3.0 for a 0.2.0 extractor is a contract mismatch, named.
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0].to_string();
+    assert!(
+        matches!(errors[0], PluginLoadError::ContractMismatch { .. }),
+        "{e}"
+    );
+    assert!(
+        e.contains("legacy-claims-0-3") && e.contains("0.3.0"),
+        "{e}"
+    );
+
+    let legacy = find(&loaded, "legacy-x");
+    assert_eq!(legacy.api(), ApiVersion::V0_2);
+    let x = legacy.wasm_extractor().unwrap();
+    let details = r#"{"kind":"edit","action":"edit_file","path":"a.rs","created":false,"unchanged":false,"first_line":3,"lines_removed":1,"lines_added":2}"#;
+    let facts = x
+        .try_extract_details(
+            "edit_file",
+            "edited a.rs: replaced 1 line(s) at line 3 with 2 line(s)\nmore",
+            ActionResult::Success,
+            7,
+            Some(details),
+        )
+        .unwrap();
+    let said: Vec<(&str, &str)> = facts
+        .iter()
+        .map(|f| (f.statement.as_str(), f.source.as_str()))
+        .collect();
+    assert_eq!(
+        said,
+        [(
+            "legacy extractor: edit_file success at step 7: edited a.rs: replaced 1 line(s) at line 3 with 2 line(s)",
+            "edit_file"
+        )]
+    );
+    // Its calls go through the 0.2.0 host too (`log`).
+    assert!(
+        legacy
+            .recent_log()
+            .iter()
+            .any(|l| l.contains("legacy extractor reads `edit_file`")),
+        "{:?}",
+        legacy.recent_log()
+    );
+
+    let g = find(&loaded, "legacy-g");
+    assert_eq!(g.api(), ApiVersion::V0_2);
+    let gate = g.wasm_gate().unwrap();
+    assert_eq!(gate.checks(), ["*"]);
+    let v = gate
+        .try_evaluate("tests", Some(0), false, "ok", &[])
+        .unwrap();
+    assert!(v.passing);
+    assert_eq!(v.summary, "legacy 0.2 gate: exit 0");
+    // 0.2.0 gates already saw the timeout flag.
+    let v = gate.try_evaluate("tests", None, true, "", &[]).unwrap();
+    assert!(!v.passing);
+    assert_eq!(v.summary, "legacy 0.2 gate: timed out");
+
+    let t = find(&loaded, "legacy-t");
+    assert_eq!(t.api(), ApiVersion::V0_2);
+    let tool = t.as_tool().unwrap();
+    assert_eq!(tool.info().name, "legacy_echo");
+    let out = tool.try_invoke(&json!({"text": "hi"})).unwrap().unwrap();
+    assert_eq!(out.result, ActionResult::Success);
+    assert_eq!(out.output, r#"{"text":"hi"}"#);
 }
 
 #[test]

@@ -28,7 +28,7 @@ fn install(dir: &Path, name: &str, as_name: &str, edit: impl Fn(String) -> Strin
         Ok(m) => m,
         // The hostile fixture has no manifest of its own (it is not a plugin to install).
         Err(_) => format!(
-            "name = \"{as_name}\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.2.0\"\ncomponent = \"{wasm}\"\n"
+            "name = \"{as_name}\"\nversion = \"0.1.0\"\nkind = \"extractor\"\napi = \"0.3.0\"\ncomponent = \"{wasm}\"\n"
         ),
     };
     std::fs::write(dst.join("plugin.toml"), edit(manifest)).unwrap();
@@ -306,7 +306,7 @@ fn broken_plugins_are_reported_and_skipped() {
         m.replace("kind = \"extractor\"", "kind = \"formatter\"")
     });
     install(d, "extract-cargo", "d-future-api", |m| {
-        m.replace("api = \"0.2.0\"", "api = \"0.3.0\"")
+        m.replace("api = \"0.3.0\"", "api = \"0.4.0\"")
     });
     install(d, "extract-cargo", "e-missing-wasm", |m| {
         m.replace("extract_cargo.wasm", "nowhere.wasm")
@@ -331,7 +331,7 @@ fn broken_plugins_are_reported_and_skipped() {
         matches!(&errors[0], PluginLoadError::BadManifest { line: Some(3), path, .. } if path.ends_with("b-bad-toml/plugin.toml"))
     );
     assert!(matches!(&errors[1], PluginLoadError::UnknownKind { kind, .. } if kind == "formatter"));
-    assert!(matches!(&errors[2], PluginLoadError::ApiMismatch { api, .. } if api == "0.3.0"));
+    assert!(matches!(&errors[2], PluginLoadError::ApiMismatch { api, .. } if api == "0.4.0"));
     assert!(matches!(
         &errors[3],
         PluginLoadError::MissingComponent { .. }

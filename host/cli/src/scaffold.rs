@@ -4,7 +4,7 @@
 //! A scaffolded crate is its own Cargo workspace (so it builds wherever it is created,
 //! even inside another workspace), depends on the SDK by path, and builds with
 //! `cargo build --target wasm32-wasip2 --release` into a component for the
-//! `agentforge:plugin@0.2.0` contract that `agentforge plugins check` accepts once it is
+//! `agentforge:plugin@0.3.0` contract that `agentforge plugins check` accepts once it is
 //! copied next to its `plugin.toml`.
 
 use std::path::{Component, Path, PathBuf};
@@ -16,7 +16,7 @@ pub const KINDS: &[&str] = &["extractor", "gate", "guard", "context-schema", "to
 pub const SUPPORTED_KINDS: &[&str] = KINDS;
 
 /// The WIT package version the SDK builds against (`api` in a scaffolded `plugin.toml`).
-pub const API: &str = "0.2.0";
+pub const API: &str = "0.3.0";
 
 /// Why a plugin cannot be scaffolded.
 #[derive(Debug, thiserror::Error)]

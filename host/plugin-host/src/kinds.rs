@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_3};
 use super::wit::Decision;
 use super::{
     clean_line, fact_to_wit, output, wrong_instance, Inner, Instance, OnError, PluginError,
@@ -53,14 +53,19 @@ impl WasmGate {
         let exit_code = if timed_out { None } else { exit_code };
         let v = self.inner.call(|x, s| {
             let (passing, summary) = match x {
-                Instance::Gate(g) => {
-                    let run = v0_2::types::CheckRun {
+                // 0.2.0 gates take the same run and types.
+                Instance::Gate(_) | Instance::GateV0_2(_) => {
+                    let run = v0_3::types::CheckRun {
                         check: check.to_string(),
                         exit_code,
                         timed_out,
                         output: output.to_string(),
                     };
-                    let v = g.call_evaluate(&mut *s, &run, &facts)?;
+                    let v = match x {
+                        Instance::Gate(g) => g.call_evaluate(&mut *s, &run, &facts)?,
+                        Instance::GateV0_2(g) => g.call_evaluate(&mut *s, &run, &facts)?,
+                        _ => return Err(wrong_instance()),
+                    };
                     (v.passing, v.summary)
                 }
                 // 0.1.0 gates saw no timeout flag: a killed command had no exit code.
@@ -150,6 +155,14 @@ impl WasmGuard {
         let d = self.inner.call(|x, s| {
             let d = match x {
                 Instance::Guard(g) => g.call_check(
+                    &mut *s,
+                    action,
+                    target,
+                    arguments_json,
+                    task_json,
+                    state_json,
+                )?,
+                Instance::GuardV0_2(g) => g.call_check(
                     &mut *s,
                     action,
                     target,
@@ -286,9 +299,9 @@ pub fn action_arguments(action: &Action) -> Value {
 }
 
 /// An action result as a 0.1.0 plugin sees it.
-pub(super) fn result_to_v0_1(r: v0_2::types::ActionResult) -> v0_1::types::ActionResult {
+pub(super) fn result_to_v0_1(r: v0_3::types::ActionResult) -> v0_1::types::ActionResult {
     use v0_1::types::ActionResult as Old;
-    use v0_2::types::ActionResult as New;
+    use v0_3::types::ActionResult as New;
     match r {
         New::Success => Old::Success,
         New::Failure => Old::Failure,
@@ -298,9 +311,9 @@ pub(super) fn result_to_v0_1(r: v0_2::types::ActionResult) -> v0_1::types::Actio
 }
 
 /// A fact as a 0.1.0 plugin sees it.
-fn fact_to_v0_1(f: v0_2::types::Fact) -> v0_1::types::Fact {
+fn fact_to_v0_1(f: v0_3::types::Fact) -> v0_1::types::Fact {
     use v0_1::types::FactCategory as Old;
-    use v0_2::types::FactCategory as New;
+    use v0_3::types::FactCategory as New;
     v0_1::types::Fact {
         category: match f.category {
             New::CodeStructure => Old::CodeStructure,
@@ -316,10 +329,10 @@ fn fact_to_v0_1(f: v0_2::types::Fact) -> v0_1::types::Fact {
 }
 
 /// A 0.1.0 plugin's fact in the current types.
-pub(super) fn fact_from_v0_1(f: v0_1::types::Fact) -> v0_2::types::Fact {
+pub(super) fn fact_from_v0_1(f: v0_1::types::Fact) -> v0_3::types::Fact {
     use v0_1::types::FactCategory as Old;
-    use v0_2::types::FactCategory as New;
-    v0_2::types::Fact {
+    use v0_3::types::FactCategory as New;
+    v0_3::types::Fact {
         category: match f.category {
             Old::CodeStructure => New::CodeStructure,
             Old::Inference => New::Inference,

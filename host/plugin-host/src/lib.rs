@@ -66,8 +66,8 @@ use agentforge_core::guards::Guard;
 use agentforge_core::state::{ActionResult, Fact, FactCategory};
 use agentforge_store::tools::Workspace;
 
-use bindings::v0_2::types as wit;
-use bindings::{v0_1, v0_2};
+use bindings::v0_3::types as wit;
+use bindings::{v0_1, v0_2, v0_3};
 
 /// Largest total of strings a call may return (facts, a verdict's summary, a guard's
 /// reason). What crosses the boundary is bounded by the memory limit anyway; this cap
@@ -859,20 +859,35 @@ fn load_parts(
         supported: SUPPORTED_APIS.join(", "),
     })?;
     let pre = match (api, kind) {
+        (ApiVersion::V0_3, PluginKind::Extractor) => {
+            Pre::Extractor(v0_3::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_3, PluginKind::Gate) => {
+            Pre::Gate(v0_3::gate::GatePre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_3, PluginKind::Guard) => {
+            Pre::Guard(v0_3::guard::GuardPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_3, PluginKind::ContextSchema) => {
+            Pre::Schema(v0_3::schema::ContextSchemaPre::new(pre).map_err(mismatch)?)
+        }
+        (ApiVersion::V0_3, PluginKind::Tool) => {
+            Pre::Tool(v0_3::tool::ToolPre::new(pre).map_err(mismatch)?)
+        }
         (ApiVersion::V0_2, PluginKind::Extractor) => {
-            Pre::Extractor(v0_2::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
+            Pre::ExtractorV0_2(v0_2::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
         }
         (ApiVersion::V0_2, PluginKind::Gate) => {
-            Pre::Gate(v0_2::gate::GatePre::new(pre).map_err(mismatch)?)
+            Pre::GateV0_2(v0_2::gate::GatePre::new(pre).map_err(mismatch)?)
         }
         (ApiVersion::V0_2, PluginKind::Guard) => {
-            Pre::Guard(v0_2::guard::GuardPre::new(pre).map_err(mismatch)?)
+            Pre::GuardV0_2(v0_2::guard::GuardPre::new(pre).map_err(mismatch)?)
         }
         (ApiVersion::V0_2, PluginKind::ContextSchema) => {
-            Pre::Schema(v0_2::schema::ContextSchemaPre::new(pre).map_err(mismatch)?)
+            Pre::SchemaV0_2(v0_2::schema::ContextSchemaPre::new(pre).map_err(mismatch)?)
         }
         (ApiVersion::V0_2, PluginKind::Tool) => {
-            Pre::Tool(v0_2::tool::ToolPre::new(pre).map_err(mismatch)?)
+            Pre::ToolV0_2(v0_2::tool::ToolPre::new(pre).map_err(mismatch)?)
         }
         (ApiVersion::V0_1, PluginKind::Extractor) => {
             Pre::ExtractorV0_1(v0_1::extractor::ExtractorPre::new(pre).map_err(mismatch)?)
@@ -885,7 +900,7 @@ fn load_parts(
         }
         (ApiVersion::V0_1, PluginKind::ContextSchema | PluginKind::Tool) => {
             return Err(mismatch(wasmtime::format_err!(
-                "API 0.1.0 has no `{kind}` world (it came in 0.2.0); build the plugin against 0.2.0"
+                "API 0.1.0 has no `{kind}` world (it came in 0.2.0); build the plugin against 0.3.0"
             )))
         }
     };
@@ -990,6 +1005,7 @@ fn load_parts(
         PluginKind::Extractor => {
             inner.handles = inner.call(|x, s| match x {
                 Instance::Extractor(x) => x.call_handles(s),
+                Instance::ExtractorV0_2(x) => x.call_handles(s),
                 Instance::ExtractorV0_1(x) => x.call_handles(s),
                 _ => Err(wrong_instance()),
             })?;
@@ -1000,6 +1016,7 @@ fn load_parts(
                 Pre::GateV0_1(_) => vec!["*".to_string()],
                 _ => inner.call(|x, s| match x {
                     Instance::Gate(g) => g.call_checks(s),
+                    Instance::GateV0_2(g) => g.call_checks(s),
                     _ => Err(wrong_instance()),
                 })?,
             };
@@ -1022,13 +1039,19 @@ fn load_parts(
     })
 }
 
-/// A plugin's pre-instantiated component, typed by its world and API version.
+/// A plugin's pre-instantiated component, typed by its world and API version (no
+/// suffix: the current one, 0.3.0).
 enum Pre {
-    Extractor(v0_2::extractor::ExtractorPre<runtime::CallState>),
-    Gate(v0_2::gate::GatePre<runtime::CallState>),
-    Guard(v0_2::guard::GuardPre<runtime::CallState>),
-    Schema(v0_2::schema::ContextSchemaPre<runtime::CallState>),
-    Tool(v0_2::tool::ToolPre<runtime::CallState>),
+    Extractor(v0_3::extractor::ExtractorPre<runtime::CallState>),
+    Gate(v0_3::gate::GatePre<runtime::CallState>),
+    Guard(v0_3::guard::GuardPre<runtime::CallState>),
+    Schema(v0_3::schema::ContextSchemaPre<runtime::CallState>),
+    Tool(v0_3::tool::ToolPre<runtime::CallState>),
+    ExtractorV0_2(v0_2::extractor::ExtractorPre<runtime::CallState>),
+    GateV0_2(v0_2::gate::GatePre<runtime::CallState>),
+    GuardV0_2(v0_2::guard::GuardPre<runtime::CallState>),
+    SchemaV0_2(v0_2::schema::ContextSchemaPre<runtime::CallState>),
+    ToolV0_2(v0_2::tool::ToolPre<runtime::CallState>),
     ExtractorV0_1(v0_1::extractor::ExtractorPre<runtime::CallState>),
     GateV0_1(v0_1::gate::GatePre<runtime::CallState>),
     GuardV0_1(v0_1::guard::GuardPre<runtime::CallState>),
@@ -1036,11 +1059,16 @@ enum Pre {
 
 /// An instance of one of the worlds.
 enum Instance {
-    Extractor(v0_2::extractor::Extractor),
-    Gate(v0_2::gate::Gate),
-    Guard(v0_2::guard::Guard),
-    Schema(v0_2::schema::ContextSchema),
-    Tool(v0_2::tool::Tool),
+    Extractor(v0_3::extractor::Extractor),
+    Gate(v0_3::gate::Gate),
+    Guard(v0_3::guard::Guard),
+    Schema(v0_3::schema::ContextSchema),
+    Tool(v0_3::tool::Tool),
+    ExtractorV0_2(v0_2::extractor::Extractor),
+    GateV0_2(v0_2::gate::Gate),
+    GuardV0_2(v0_2::guard::Guard),
+    SchemaV0_2(v0_2::schema::ContextSchema),
+    ToolV0_2(v0_2::tool::Tool),
     ExtractorV0_1(v0_1::extractor::Extractor),
     GateV0_1(v0_1::gate::Gate),
     GuardV0_1(v0_1::guard::Guard),
@@ -1049,18 +1077,27 @@ enum Instance {
 impl Pre {
     fn kind(&self) -> PluginKind {
         match self {
-            Pre::Extractor(_) | Pre::ExtractorV0_1(_) => PluginKind::Extractor,
-            Pre::Gate(_) | Pre::GateV0_1(_) => PluginKind::Gate,
-            Pre::Guard(_) | Pre::GuardV0_1(_) => PluginKind::Guard,
-            Pre::Schema(_) => PluginKind::ContextSchema,
-            Pre::Tool(_) => PluginKind::Tool,
+            Pre::Extractor(_) | Pre::ExtractorV0_2(_) | Pre::ExtractorV0_1(_) => {
+                PluginKind::Extractor
+            }
+            Pre::Gate(_) | Pre::GateV0_2(_) | Pre::GateV0_1(_) => PluginKind::Gate,
+            Pre::Guard(_) | Pre::GuardV0_2(_) | Pre::GuardV0_1(_) => PluginKind::Guard,
+            Pre::Schema(_) | Pre::SchemaV0_2(_) => PluginKind::ContextSchema,
+            Pre::Tool(_) | Pre::ToolV0_2(_) => PluginKind::Tool,
         }
     }
 
     fn api(&self) -> ApiVersion {
         match self {
             Pre::ExtractorV0_1(_) | Pre::GateV0_1(_) | Pre::GuardV0_1(_) => ApiVersion::V0_1,
-            _ => ApiVersion::V0_2,
+            Pre::ExtractorV0_2(_)
+            | Pre::GateV0_2(_)
+            | Pre::GuardV0_2(_)
+            | Pre::SchemaV0_2(_)
+            | Pre::ToolV0_2(_) => ApiVersion::V0_2,
+            Pre::Extractor(_) | Pre::Gate(_) | Pre::Guard(_) | Pre::Schema(_) | Pre::Tool(_) => {
+                ApiVersion::V0_3
+            }
         }
     }
 
@@ -1074,6 +1111,11 @@ impl Pre {
             Pre::Guard(p) => Instance::Guard(p.instantiate(store)?),
             Pre::Schema(p) => Instance::Schema(p.instantiate(store)?),
             Pre::Tool(p) => Instance::Tool(p.instantiate(store)?),
+            Pre::ExtractorV0_2(p) => Instance::ExtractorV0_2(p.instantiate(store)?),
+            Pre::GateV0_2(p) => Instance::GateV0_2(p.instantiate(store)?),
+            Pre::GuardV0_2(p) => Instance::GuardV0_2(p.instantiate(store)?),
+            Pre::SchemaV0_2(p) => Instance::SchemaV0_2(p.instantiate(store)?),
+            Pre::ToolV0_2(p) => Instance::ToolV0_2(p.instantiate(store)?),
             Pre::ExtractorV0_1(p) => Instance::ExtractorV0_1(p.instantiate(store)?),
             Pre::GateV0_1(p) => Instance::GateV0_1(p.instantiate(store)?),
             Pre::GuardV0_1(p) => Instance::GuardV0_1(p.instantiate(store)?),
@@ -1235,6 +1277,20 @@ impl WasmExtractor {
         result: ActionResult,
         step: u64,
     ) -> Result<Vec<Fact>, PluginError> {
+        self.try_extract_details(tool, output, result, step, None)
+    }
+
+    /// [`WasmExtractor::try_extract`] with what the host knows of the action (`details`,
+    /// a JSON object such as an edit's `agentforge_core::edit::EditRecord`). A 0.3.0
+    /// extractor receives it; older ones see only `output`.
+    pub fn try_extract_details(
+        &self,
+        tool: &str,
+        output: &str,
+        result: ActionResult,
+        step: u64,
+        details: Option<&str>,
+    ) -> Result<Vec<Fact>, PluginError> {
         let r = match result {
             ActionResult::Success => wit::ActionResult::Success,
             ActionResult::Failure => wit::ActionResult::Failure,
@@ -1243,7 +1299,17 @@ impl WasmExtractor {
         };
         let facts = self.inner.call(|x, s| {
             let facts = match x {
-                Instance::Extractor(x) => x.call_extract(&mut *s, tool, output, r, step)?,
+                Instance::Extractor(x) => {
+                    let call = v0_3::extractor::ToolCall {
+                        tool: tool.to_string(),
+                        output: output.to_string(),
+                        result: r,
+                        step,
+                        details: details.map(str::to_string),
+                    };
+                    x.call_extract(&mut *s, &call)?
+                }
+                Instance::ExtractorV0_2(x) => x.call_extract(&mut *s, tool, output, r, step)?,
                 Instance::ExtractorV0_1(x) => x
                     .call_extract(&mut *s, tool, output, kinds::result_to_v0_1(r), step)?
                     .into_iter()
@@ -1292,10 +1358,21 @@ impl FactExtractor for WasmExtractor {
     }
 
     fn extract(&self, tool: &str, output: &str, result: ActionResult, step: u64) -> Vec<Fact> {
+        self.extract_details(tool, output, result, step, None)
+    }
+
+    fn extract_details(
+        &self,
+        tool: &str,
+        output: &str,
+        result: ActionResult,
+        step: u64,
+        details: Option<&str>,
+    ) -> Vec<Fact> {
         if !self.handles(tool) {
             return Vec::new();
         }
-        match self.try_extract(tool, output, result, step) {
+        match self.try_extract_details(tool, output, result, step, details) {
             Ok(facts) => facts,
             Err(e) => {
                 eprintln!("warning: {e}; falling back to the generic fact");

@@ -8,21 +8,25 @@ use super::{Capabilities, PluginLoadError};
 
 /// API versions of `wit/plugin.wit` this host can run, newest first. A plugin's `api`
 /// matches one when major and minor are equal (the compatibility policy in the WIT file).
-pub const SUPPORTED_APIS: &[&str] = &["0.2.0", "0.1.0"];
+pub const SUPPORTED_APIS: &[&str] = &["0.3.0", "0.2.0", "0.1.0"];
 
 /// A supported API version, as the loader dispatches on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApiVersion {
     /// `agentforge:plugin@0.1.x` (frozen: extractor, gate, guard).
     V0_1,
-    /// `agentforge:plugin@0.2.x` (current).
+    /// `agentforge:plugin@0.2.x` (frozen: every world; extractors get no `details`).
     V0_2,
+    /// `agentforge:plugin@0.3.x` (current).
+    V0_3,
 }
 
 impl ApiVersion {
     /// The supported version `api` (`major.minor.patch`) is compatible with.
     pub fn of(api: &str) -> Option<ApiVersion> {
-        if same_minor("0.2.0", api) {
+        if same_minor("0.3.0", api) {
+            Some(ApiVersion::V0_3)
+        } else if same_minor("0.2.0", api) {
             Some(ApiVersion::V0_2)
         } else if same_minor("0.1.0", api) {
             Some(ApiVersion::V0_1)

@@ -10,7 +10,7 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::capabilities::{CheckAccess, ReadAccess};
 use super::output::{CapExceeded, CappedPipe};
 use super::{Limits, PluginError, PluginFailure};
@@ -62,8 +62,10 @@ pub(crate) fn runtime() -> &'static Runtime {
         bounded_clock_waits(&mut linker).expect("link the bounded clock waits");
         // The `host` interface of every supported API version: a plugin imports the one
         // it was built against.
-        v0_2::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .expect("link host 0.2");
+        v0_3::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .expect("link host 0.3");
+        // 0.2.0's `types` are 0.3.0's (type-only, nothing to link): its `host` alone.
+        v0_2::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).expect("link host 0.2");
         v0_1::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .expect("link host 0.1");
         Runtime { engine, linker }
@@ -251,7 +253,7 @@ impl WasiView for CallState {
 }
 
 // The `types` interfaces have no functions; their host traits are empty.
-impl v0_2::types::Host for CallState {}
+impl v0_3::types::Host for CallState {}
 impl v0_1::types::Host for CallState {}
 
 impl CallState {
@@ -287,9 +289,9 @@ impl CallState {
     }
 }
 
-impl v0_2::host::Host for CallState {
-    fn log(&mut self, level: v0_2::host::LogLevel, message: String) {
-        use v0_2::host::LogLevel as L;
+impl v0_3::host::Host for CallState {
+    fn log(&mut self, level: v0_3::host::LogLevel, message: String) {
+        use v0_3::host::LogLevel as L;
         let level = match level {
             L::Debug => "debug",
             L::Info => "info",
@@ -307,7 +309,7 @@ impl v0_2::host::Host for CallState {
         self.read(&path)
     }
 
-    fn run_check(&mut self, name: String) -> Result<v0_2::types::CheckRun, String> {
+    fn run_check(&mut self, name: String) -> Result<v0_3::types::CheckRun, String> {
         if self.checks_run >= MAX_CHECK_RUNS {
             let e = format!(
                 "run-check `{name}` refused: a call may run at most {MAX_CHECK_RUNS} checks"
@@ -334,7 +336,7 @@ impl v0_2::host::Host for CallState {
                         None => "killed".to_string(),
                     }
                 ));
-                Ok(v0_2::types::CheckRun {
+                Ok(v0_3::types::CheckRun {
                     check: name,
                     exit_code: if out.timed_out { None } else { out.exit_code },
                     timed_out: out.timed_out,
@@ -346,6 +348,32 @@ impl v0_2::host::Host for CallState {
                 Err(e)
             }
         }
+    }
+}
+
+/// 0.2.0's `host` is 0.3.0's: the same calls, the same types.
+impl v0_2::host::Host for CallState {
+    fn log(&mut self, level: v0_2::host::LogLevel, message: String) {
+        use v0_2::host::LogLevel as L;
+        let level = match level {
+            L::Debug => v0_3::host::LogLevel::Debug,
+            L::Info => v0_3::host::LogLevel::Info,
+            L::Warn => v0_3::host::LogLevel::Warn,
+            L::Error => v0_3::host::LogLevel::Error,
+        };
+        v0_3::host::Host::log(self, level, message)
+    }
+
+    fn config(&mut self) -> String {
+        v0_3::host::Host::config(self)
+    }
+
+    fn read_file(&mut self, path: String) -> Result<String, String> {
+        v0_3::host::Host::read_file(self, path)
+    }
+
+    fn run_check(&mut self, name: String) -> Result<v0_3::types::CheckRun, String> {
+        v0_3::host::Host::run_check(self, name)
     }
 }
 

@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::bindings::v0_2::schema::CurrentState;
+use super::bindings::v0_2::schema as v0_2;
+use super::bindings::v0_3::schema::{
+    CurrentState, FileInsert, PromptTemplate, SchemaInfo as WitSchemaInfo,
+};
 use super::{
     output, wrong_instance, Inner, Instance, PluginError, PluginLoadError, MAX_RETURN_BYTES,
 };
@@ -51,6 +54,7 @@ pub(super) fn describe(
     let d = inner
         .call(|x, s| match x {
             Instance::Schema(x) => x.call_describe(s),
+            Instance::SchemaV0_2(x) => x.call_describe(s).map(info_from_v0_2),
             _ => Err(wrong_instance()),
         })
         .map_err(PluginLoadError::Call)?;
@@ -135,8 +139,14 @@ impl WasmSchema {
         let built = self
             .inner
             .call(|x, s| match x {
-                Instance::Schema(x) => {
-                    let r = x.call_build(&mut *s, &task_json, &state_json)?;
+                Instance::Schema(_) | Instance::SchemaV0_2(_) => {
+                    let r = match x {
+                        Instance::Schema(x) => x.call_build(&mut *s, &task_json, &state_json)?,
+                        Instance::SchemaV0_2(x) => x
+                            .call_build(&mut *s, &task_json, &state_json)?
+                            .map(state_from_v0_2),
+                        _ => return Err(wrong_instance()),
+                    };
                     let size = match &r {
                         Ok(c) => c.json.len() + c.files.iter().map(|f| f.path.len()).sum::<usize>(),
                         Err(e) => e.len(),
@@ -261,6 +271,40 @@ impl ContextSchema for WasmSchema {
         } else {
             format!("plugin {}", self.inner.name)
         }
+    }
+}
+
+/// A 0.2.0 schema's description in the current types (the same fields).
+fn info_from_v0_2(d: v0_2::SchemaInfo) -> WitSchemaInfo {
+    WitSchemaInfo {
+        name: d.name,
+        description: d.description,
+        budgets: d.budgets,
+        phase_graph_json: d.phase_graph_json,
+        prompts: d
+            .prompts
+            .into_iter()
+            .map(|t| PromptTemplate {
+                name: t.name,
+                source: t.source,
+            })
+            .collect(),
+        default_success_criteria: d.default_success_criteria,
+    }
+}
+
+/// A 0.2.0 schema's section in the current types (the same fields).
+fn state_from_v0_2(c: v0_2::CurrentState) -> CurrentState {
+    CurrentState {
+        json: c.json,
+        files: c
+            .files
+            .into_iter()
+            .map(|f| FileInsert {
+                pointer: f.pointer,
+                path: f.path,
+            })
+            .collect(),
     }
 }
 

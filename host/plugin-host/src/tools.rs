@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::bindings::v0_2::tool as v0_2;
+use super::bindings::v0_3::tool::{ToolInfo as WitToolInfo, ToolOutput};
 use super::wit::ActionResult as WitResult;
 use super::{
     output, wrong_instance, Inner, Instance, PluginError, PluginLoadError, MAX_RETURN_BYTES,
@@ -50,6 +52,13 @@ pub(super) fn describe(inner: &Inner) -> Result<ToolInfo, PluginLoadError> {
     let d = inner
         .call(|x, s| match x {
             Instance::Tool(x) => x.call_describe(s),
+            // 0.2.0's tool-info has the same fields.
+            Instance::ToolV0_2(x) => x.call_describe(s).map(|d: v0_2::ToolInfo| WitToolInfo {
+                name: d.name,
+                description: d.description,
+                parameters_json: d.parameters_json,
+                phases: d.phases,
+            }),
             _ => Err(wrong_instance()),
         })
         .map_err(PluginLoadError::Call)?;
@@ -128,8 +137,19 @@ impl WasmTool {
     pub fn try_invoke(&self, args: &Value) -> Result<Result<ToolOutcome, String>, PluginError> {
         let args = args.to_string();
         let r = self.inner.call(|x, s| match x {
-            Instance::Tool(x) => {
-                let r = x.call_invoke(&mut *s, &args)?;
+            Instance::Tool(_) | Instance::ToolV0_2(_) => {
+                let r = match x {
+                    Instance::Tool(x) => x.call_invoke(&mut *s, &args)?,
+                    // 0.2.0's tool-output has the same fields and types.
+                    Instance::ToolV0_2(x) => {
+                        x.call_invoke(&mut *s, &args)?
+                            .map(|o: v0_2::ToolOutput| ToolOutput {
+                                result: o.result,
+                                output: o.output,
+                            })
+                    }
+                    _ => return Err(wrong_instance()),
+                };
                 let size = match &r {
                     Ok(o) => o.output.len(),
                     Err(e) => e.len(),

@@ -26,8 +26,8 @@
 //! text; the SDK parses and prints it with the re-exported [`serde_json`].
 //!
 //! Build with `cargo build --target wasm32-wasip2 --release`; the `.wasm` is a component
-//! for the `agentforge:plugin@0.2.0` contract (`wit/plugin.wit`; the plugin's
-//! `plugin.toml` says `api = "0.2.0"`). Every world's bindings are compiled in, but only
+//! for the `agentforge:plugin@0.3.0` contract (`wit/plugin.wit`; the plugin's
+//! `plugin.toml` says `api = "0.3.0"`). Every world's bindings are compiled in, but only
 //! the world a plugin exports (through its macro) ends up in its component: the others'
 //! type sections are unreferenced and dropped at link time.
 
@@ -39,6 +39,9 @@ mod rules;
 #[cfg(feature = "extractor")]
 pub use rules::{Rule, RuleSet};
 
+#[cfg(feature = "extractor")]
+pub mod edit;
+
 /// The shared `types` and `host` interfaces, generated once so every world (and plugin
 /// code) uses the same Rust types. Implementation detail.
 #[doc(hidden)]
@@ -47,8 +50,8 @@ pub mod common_bindings {
         path: "../../wit",
         inline: "package agentforge:sdk;
             world common {
-                import agentforge:plugin/types@0.2.0;
-                import agentforge:plugin/host@0.2.0;
+                import agentforge:plugin/types@0.3.0;
+                import agentforge:plugin/host@0.3.0;
             }",
         world: "agentforge:sdk/common",
         generate_all,
@@ -58,13 +61,15 @@ pub mod common_bindings {
 /// Generated bindings of the `extractor` world. Implementation detail of the macros.
 #[cfg(feature = "extractor")]
 #[doc(hidden)]
+// The generated export shim takes the `tool-call` record's flattened fields.
+#[allow(clippy::too_many_arguments)]
 pub mod extractor_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/extractor@0.2.0",
+        world: "agentforge:plugin/extractor@0.3.0",
         with: {
-            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.3.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.3.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_extractor_world",
@@ -80,10 +85,10 @@ pub mod extractor_bindings {
 pub mod gate_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/gate@0.2.0",
+        world: "agentforge:plugin/gate@0.3.0",
         with: {
-            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.3.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.3.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_gate_world",
@@ -99,10 +104,10 @@ pub mod gate_bindings {
 pub mod guard_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/guard@0.2.0",
+        world: "agentforge:plugin/guard@0.3.0",
         with: {
-            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.3.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.3.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_guard_world",
@@ -116,10 +121,10 @@ pub mod guard_bindings {
 pub mod schema_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/context-schema@0.2.0",
+        world: "agentforge:plugin/context-schema@0.3.0",
         with: {
-            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.3.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.3.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_schema_world",
@@ -133,10 +138,10 @@ pub mod schema_bindings {
 pub mod tool_bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "agentforge:plugin/tool@0.2.0",
+        world: "agentforge:plugin/tool@0.3.0",
         with: {
-            "agentforge:plugin/types@0.2.0": crate::common_bindings::agentforge::plugin::types,
-            "agentforge:plugin/host@0.2.0": crate::common_bindings::agentforge::plugin::host,
+            "agentforge:plugin/types@0.3.0": crate::common_bindings::agentforge::plugin::types,
+            "agentforge:plugin/host@0.3.0": crate::common_bindings::agentforge::plugin::host,
         },
         pub_export_macro: true,
         export_macro_name: "__export_tool_world",
@@ -233,12 +238,76 @@ pub fn run_check(name: &str) -> Result<CheckRun, String> {
 pub struct Input {
     /// The tool or check name (e.g. `tests`).
     pub tool: String,
-    /// Its output (stdout and stderr).
+    /// Its output: a check's stdout and stderr, an action's summary for the model.
     pub output: String,
     /// Whether the action succeeded.
     pub result: ActionResult,
     /// The step that ran it.
     pub step: u64,
+    /// What the host knows of the action, as a JSON object whose `kind` names its shape
+    /// (`"edit"` for `edit_file`, `replace_lines`, `write_file`: see [`Input::edit`] and
+    /// `wit/plugin.wit`); `None` for checks and tools the host keeps no record of.
+    pub details: Option<serde_json::Value>,
+}
+
+impl Input {
+    /// An input without details (a check's output, a test's input).
+    pub fn new(tool: &str, output: &str, result: ActionResult, step: u64) -> Input {
+        Input {
+            tool: tool.to_string(),
+            output: output.to_string(),
+            result,
+            step,
+            details: None,
+        }
+    }
+
+    /// The edit record in [`Input::details`], when the host gave one (`kind` `"edit"`).
+    /// A record that does not fit [`edit::Edit`] is logged and taken as absent.
+    #[cfg(feature = "extractor")]
+    pub fn edit(&self) -> Option<edit::Edit> {
+        let details = self.details.as_ref()?;
+        if details.get("kind").and_then(serde_json::Value::as_str) != Some("edit") {
+            return None;
+        }
+        match serde_json::from_value(details.clone()) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                log(
+                    LogLevel::Warn,
+                    &format!("the host's edit details do not fit the SDK's shape: {e}"),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The WIT `tool-call` as an [`Input`]: `details` parsed (text that is not JSON is
+/// logged and dropped; the host always sends an object). Implementation detail of
+/// [`export_extractor!`].
+#[cfg(feature = "extractor")]
+#[doc(hidden)]
+pub fn __input(call: extractor_bindings::ToolCall) -> Input {
+    let details = call
+        .details
+        .and_then(|d| match serde_json::from_str::<serde_json::Value>(&d) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                log(
+                    LogLevel::Warn,
+                    &format!("the host's details are not JSON ({e}); ignored"),
+                );
+                None
+            }
+        });
+    Input {
+        tool: call.tool,
+        output: call.output,
+        result: call.result,
+        step: call.step,
+        details,
+    }
 }
 
 /// A fact with full confidence about `tool`'s output.
@@ -274,17 +343,9 @@ macro_rules! export_extractor {
             }
 
             fn extract(
-                tool: ::std::string::String,
-                output: ::std::string::String,
-                result: $crate::ActionResult,
-                step: u64,
+                call: $crate::extractor_bindings::ToolCall,
             ) -> ::std::vec::Vec<$crate::Fact> {
-                <$ty as $crate::Extractor>::extract($crate::Input {
-                    tool,
-                    output,
-                    result,
-                    step,
-                })
+                <$ty as $crate::Extractor>::extract($crate::__input(call))
             }
         }
 

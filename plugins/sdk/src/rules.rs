@@ -209,12 +209,7 @@ mod tests {
     use crate::ActionResult;
 
     fn input(output: &str) -> Input {
-        Input {
-            tool: "tests".into(),
-            output: output.into(),
-            result: ActionResult::Failure,
-            step: 1,
-        }
+        Input::new("tests", output, ActionResult::Failure, 1)
     }
 
     #[test]
