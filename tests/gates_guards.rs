@@ -144,7 +144,7 @@ fn tests_gate_requires_exit_0_no_failure_and_a_test_run() {
         assert!(!v.passing, "{file}");
         assert!(
             v.summary
-                .starts_with("tests: 3 passed, 3 failed (exit 101); test "),
+                .starts_with("tests: 3 passed, 3 failed, 1 ignored (exit 101); test "),
             "{file}: {}",
             v.summary
         );
@@ -162,7 +162,7 @@ fn tests_gate_requires_exit_0_no_failure_and_a_test_run() {
             "x",
             &cargo(&output("cargo_test_failures.txt"))
         ),
-        fail("tests: 3 passed, 3 failed (exit 101); test tests::adds_negative panicked at src/lib.rs:8: assertion `left == right` failed: negative sums")
+        fail("tests: 3 passed, 3 failed, 1 ignored (exit 101); test tests::adds_negative panicked at src/lib.rs:8: assertion `left == right` failed: negative sums")
     );
 
     // pytest's failures and errors, also with exit 0.

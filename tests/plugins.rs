@@ -66,6 +66,7 @@ fn cargo_plugin_reads_real_cargo_outputs() {
     assert_eq!(
         statements(&plugged),
         [
+            "cargo: 2 errors, 0 warnings",
             "error[E0308] at src/lib.rs:1: mismatched types",
             "error[E0277] at src/lib.rs:1: cannot add `i64` to `i32`"
         ]

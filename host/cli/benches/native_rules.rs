@@ -54,20 +54,19 @@ impl FactExtractor for CargoRules {
             return json_facts(tool, output, step);
         }
         let mut facts = Vec::new();
-        let (mut passed, mut failed, mut seen) = (0u64, 0u64, false);
+        let (mut passed, mut failed, mut ignored, mut seen) = (0u64, 0u64, 0u64, false);
         for c in CARGO_RESULT.captures_iter(output) {
             seen = true;
             passed += c[2].parse::<u64>().unwrap_or(0);
             failed += c[3].parse::<u64>().unwrap_or(0);
+            ignored += c[4].parse::<u64>().unwrap_or(0);
         }
         if seen {
-            facts.push(fact(
-                step,
-                FactCategory::Verification,
-                format!("{tool}: {passed} passed, {failed} failed"),
-                1.0,
-                tool,
-            ));
+            let mut s = format!("{tool}: {passed} passed, {failed} failed");
+            if ignored > 0 {
+                s.push_str(&format!(", {ignored} ignored"));
+            }
+            facts.push(fact(step, FactCategory::Verification, s, 1.0, tool));
         }
         for c in CARGO_PANIC.captures_iter(output).take(5) {
             facts.push(fact(
