@@ -78,7 +78,7 @@ fn cargo_plugin_reads_real_cargo_outputs() {
     let plugged = wasm
         .try_extract("tests", &test, ActionResult::Failure, 3)
         .unwrap();
-    assert_eq!(plugged[0].statement, "tests: 3 passed, 3 failed");
+    assert_eq!(plugged[0].statement, "tests: 3 passed, 3 failed, 1 ignored");
     assert_eq!(plugged[0].source, "tests");
     assert_eq!(plugged[0].confidence, 1.0);
     let plugged_text = statements(&plugged).join("\n");

@@ -700,6 +700,11 @@ fn report_recovery(r: &agentforge::state_store::Recovery) {
     if let Some(s) = r.state_rebuilt_from_step {
         eprintln!("recovered: state.yaml lagged the log; rebuilt from the record of step {s}");
     }
+    if r.working_memory_cleared {
+        eprintln!(
+            "recovered: working_memory.yaml lagged the log (a power cut); cleared, so the model reads again what it needs"
+        );
+    }
 }
 
 async fn drive(

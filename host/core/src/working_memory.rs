@@ -45,6 +45,11 @@ pub struct MemoryItem {
 pub struct WorkingMemory {
     /// Capacity.
     pub max_items: usize,
+    /// The step after which it was saved (0: before any step, or an older file). On
+    /// resume, a memory stamped before the log's last step was lost in a power cut
+    /// and is cleared rather than shown stale.
+    #[serde(default)]
+    pub step: u64,
     /// Items, oldest first.
     #[serde(default)]
     pub items: Vec<MemoryItem>,
@@ -54,6 +59,7 @@ impl Default for WorkingMemory {
     fn default() -> Self {
         WorkingMemory {
             max_items: DEFAULT_MAX_ITEMS,
+            step: 0,
             items: Vec::new(),
         }
     }
@@ -64,6 +70,7 @@ impl WorkingMemory {
     pub fn with_capacity(max_items: usize) -> WorkingMemory {
         WorkingMemory {
             max_items: max_items.max(1),
+            step: 0,
             items: Vec::new(),
         }
     }

@@ -1713,13 +1713,18 @@ impl<'r> Executor<'r> {
         secrets.mask_serde(&mut memory);
         secrets.mask_serde(&mut record);
         agentforge_core::fault::point("after_action", step);
-        // Working memory first: if we die before the log line, the step reruns and its
-        // memory item is simply replaced (same key).
-        self.dir.save_working_memory(&memory)?;
+        // One fsync per step: the log line. The working memory goes first, replaced
+        // atomically but not flushed, stamped with its step: a kill leaves it complete
+        // (the step reruns and its item is simply replaced, same key); a power loss that
+        // leaves it behind the log is detected by its stamp on resume and it is
+        // cleared rather than shown stale. `state.yaml` comes after the line and is a
+        // cache of it (rebuilt from the line if it lags or cannot be read).
+        memory.step = step;
+        self.dir.save_working_memory_before_log(&memory)?;
         agentforge_core::fault::point("after_memory", step);
         self.dir.append_action(&record)?;
         agentforge_core::fault::point("after_log", step);
-        self.dir.save_state(&record.state_after)?;
+        self.dir.save_state_after_log(&record.state_after)?;
         agentforge_core::fault::point("after_state", step);
         Ok(record)
     }

@@ -4,17 +4,20 @@
 //!
 //! ```text
 //! task.yaml            immutable spec
-//! state.yaml           checkpoint of the mutable state (atomic rewrite)
+//! state.yaml           the state after the last step (a cache of the log's last line)
 //! actions.jsonl        append-only audit log, one line per executed step (fsynced)
-//! working_memory.yaml  rolling buffer of loaded context (atomic rewrite)
+//! working_memory.yaml  the loaded context, stamped with its step (atomic rewrite)
 //! provider.yaml        the provider and model the task last ran with (never a key)
 //! artifacts/{inputs,outputs,snapshots}/
 //! ```
 //!
 //! The log is the source of truth: a step counts as done once its line is on disk.
-//! Every line carries the state after that step, so a crash between the log append
-//! and the `state.yaml` rewrite is repaired on the next open by taking the state from
-//! the last line. A torn last line (the process died mid-write) is detected, moved to
+//! Every line carries the state after that step, so the line's fsync is the step's
+//! only durable write: `state.yaml` is then replaced atomically (rename) without
+//! waiting for the disk, and a crash or power loss that leaves it behind, empty or
+//! unreadable is repaired on the next open from the last line. The working memory is
+//! written the same way just before the line, stamped with its step: a power loss that
+//! leaves it behind the log is seen from the stamp, and it is cleared, never shown stale. A torn last line (the process died mid-write) is detected, moved to
 //! a `actions.jsonl.torn-*` file for the post-mortem, and cut from the log: that step
 //! was never recorded as done, so it runs again.
 
@@ -24,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use agentforge_core::state::{ActionRecord, RecordedProvider, TaskState};
 use agentforge_core::task::TaskSpec;
-use agentforge_core::working_memory::WorkingMemory;
+use agentforge_core::working_memory::{WorkingMemory, DEFAULT_MAX_ITEMS};
 
 /// Errors of the state store. Each names the file involved.
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +202,21 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// A crash between any two steps leaves the file complete; leftovers are tidied on the
 /// next call.
 pub fn atomic_rewrite(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    rewrite(path, bytes, Durability::Synced)
+}
+
+/// Whether a rewrite waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// fsync the data and the folder before returning.
+    Synced,
+    /// Atomic for other processes and across a kill (the rename), but not flushed: for
+    /// files the log can rebuild ([`TaskDir::recover`]).
+    Cache,
+}
+
+fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
+    let synced = durability == Durability::Synced;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -207,6 +225,7 @@ pub fn atomic_rewrite(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let spare = dir.join(format!(".{name}.spare"));
     let old = dir.join(format!(".{name}.old"));
     if !path.exists() {
+        // First write: durable whatever is asked (there is no older version to fall back on).
         return atomic_write(path, bytes);
     }
     if old.exists() {
@@ -221,7 +240,9 @@ pub fn atomic_rewrite(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .open(&spare)?;
         f.write_all(bytes)?;
         f.set_len(bytes.len() as u64)?;
-        f.sync_all()?;
+        if synced {
+            f.sync_all()?;
+        }
     }
     if fs::hard_link(path, &old).is_ok() {
         fs::rename(&spare, path)?;
@@ -230,8 +251,10 @@ pub fn atomic_rewrite(path: &Path, bytes: &[u8]) -> io::Result<()> {
         // No hard links here (some network file systems): plain replace.
         fs::rename(&spare, path)?;
     }
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+    if synced {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
     }
     Ok(())
 }
@@ -322,12 +345,16 @@ pub struct Recovery {
     pub torn_line_saved_to: Option<PathBuf>,
     /// `state.yaml` lagged the log and was rebuilt from the last record.
     pub state_rebuilt_from_step: Option<u64>,
+    /// The working memory lagged the log (a power cut) and was cleared.
+    pub working_memory_cleared: bool,
 }
 
 impl Recovery {
     /// Whether anything was repaired.
     pub fn repaired(&self) -> bool {
-        self.torn_line_saved_to.is_some() || self.state_rebuilt_from_step.is_some()
+        self.torn_line_saved_to.is_some()
+            || self.state_rebuilt_from_step.is_some()
+            || self.working_memory_cleared
     }
 }
 
@@ -424,14 +451,25 @@ impl TaskDir {
         })
     }
 
-    /// Atomically rewrites `state.yaml`.
+    /// Atomically rewrites `state.yaml`, durable once this returns.
     pub fn save_state(&self, state: &TaskState) -> Result<(), StoreError> {
+        self.write_state(state, Durability::Synced)
+    }
+
+    /// Atomically rewrites `state.yaml` from a step's record whose log line is already
+    /// durable ([`TaskDir::append_action`]): no fsync, since [`TaskDir::recover`] rebuilds
+    /// the file from that line if a power loss leaves it behind.
+    pub fn save_state_after_log(&self, state: &TaskState) -> Result<(), StoreError> {
+        self.write_state(state, Durability::Cache)
+    }
+
+    fn write_state(&self, state: &TaskState, durability: Durability) -> Result<(), StoreError> {
         let p = self.dir.join("state.yaml");
         let yaml = serde_yaml_ng::to_string(state).map_err(|e| StoreError::Corrupt {
             path: p.display().to_string(),
             message: e.to_string(),
         })?;
-        atomic_rewrite(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+        rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))
     }
 
     /// The provider the task last ran with; `None` for a task that never ran (or was
@@ -473,11 +511,26 @@ impl TaskDir {
         }
     }
 
-    /// Atomically rewrites the working memory.
+    /// Atomically rewrites the working memory, durable once this returns.
     pub fn save_working_memory(&self, wm: &WorkingMemory) -> Result<(), StoreError> {
+        self.write_working_memory(wm, Durability::Synced)
+    }
+
+    /// Atomically rewrites the working memory of the step about to be logged, without
+    /// waiting for the disk: a kill leaves a complete file; a power loss may leave an
+    /// older one, which [`TaskDir::recover`] tells from `wm.step` and clears.
+    pub fn save_working_memory_before_log(&self, wm: &WorkingMemory) -> Result<(), StoreError> {
+        self.write_working_memory(wm, Durability::Cache)
+    }
+
+    fn write_working_memory(
+        &self,
+        wm: &WorkingMemory,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
         let p = self.dir.join(WORKING_MEMORY_FILE);
         let yaml = serde_yaml_ng::to_string(wm).expect("working memory serializes");
-        atomic_rewrite(&p, yaml.as_bytes()).map_err(io_err("cannot write", &p))
+        rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))
     }
 
     /// Appends one record to the log and fsyncs it. The step is done once this returns.
@@ -609,13 +662,39 @@ impl TaskDir {
         }
         let text = String::from_utf8_lossy(&bytes[..good_len]);
         let last = last_record(&text, &p)?;
-        let mut state = self.load_state()?;
+        // `state.yaml` is a cache of the last line: after a power loss it may be behind,
+        // empty or unreadable. With a log to rebuild it from, none of these is an error.
+        let mut state = match (self.load_state(), &last) {
+            (Ok(state), _) => state,
+            (Err(_), Some(last)) => {
+                let mut lagging = last.state_after.clone();
+                lagging.step = 0;
+                lagging
+            }
+            (Err(e), None) => return Err(e),
+        };
         if let Some(last) = last {
             if last.step > state.step {
                 state = last.state_after.clone();
                 self.save_state(&state)?;
                 recovery.state_rebuilt_from_step = Some(last.step);
-            } else if last.step < state.step {
+            }
+            // A memory stamped before the last logged step (or unreadable) lost a write
+            // in a power cut: it may show a file as it was before an edit, so it goes.
+            // One stamped 0 predates stamps (or any step) and is kept, as before.
+            let memory = self.load_working_memory();
+            let stale = match &memory {
+                Ok(m) => m.step != 0 && m.step < last.step,
+                Err(_) => true,
+            };
+            if stale {
+                let max_items = memory.map_or(DEFAULT_MAX_ITEMS, |m| m.max_items);
+                let mut cleared = WorkingMemory::with_capacity(max_items);
+                cleared.step = last.step;
+                self.save_working_memory(&cleared)?;
+                recovery.working_memory_cleared = true;
+            }
+            if last.step < state.step {
                 return Err(StoreError::Corrupt {
                     path: self.dir.join("state.yaml").display().to_string(),
                     message: format!(
@@ -823,6 +902,85 @@ mod tests {
         atomic_rewrite(&p, b"fresh").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"fresh");
         assert!(!tmp.path().join(".f.yaml.old").exists());
+    }
+
+    #[test]
+    fn unreadable_state_cache_is_rebuilt_from_the_log() {
+        let (_tmp, dir, st) = setup();
+        let rec = record(1, &st);
+        dir.append_action(&rec).unwrap();
+        // A power loss after the log's fsync: the cache written but never flushed.
+        fs::write(dir.path().join("state.yaml"), "").unwrap();
+        let (state, recovery) = dir.recover().unwrap();
+        assert_eq!(state.step, 1);
+        assert_eq!(recovery.state_rebuilt_from_step, Some(1));
+        assert_eq!(dir.load_state().unwrap(), rec.state_after);
+    }
+
+    fn memory_at(step: u64) -> WorkingMemory {
+        let mut memory = WorkingMemory::with_capacity(4);
+        memory.step = step;
+        memory
+            .items
+            .push(agentforge_core::working_memory::MemoryItem {
+                kind: agentforge_core::working_memory::ItemKind::LoadedContext,
+                key: "file:src/lib.rs".into(),
+                step,
+                content: "fn main() {}".into(),
+                added_at: "2026-01-01T00:00:00Z".into(),
+                expires_after_steps: None,
+                pinned: false,
+            });
+        memory
+    }
+
+    #[test]
+    fn memory_behind_the_log_is_cleared_not_shown_stale() {
+        let (_tmp, dir, st) = setup();
+        dir.save_working_memory_before_log(&memory_at(1)).unwrap();
+        dir.append_action(&record(1, &st)).unwrap();
+        // Step 2's memory write lost in a power cut; its line made it.
+        dir.append_action(&record(2, &st)).unwrap();
+        let (_, recovery) = dir.recover().unwrap();
+        assert!(recovery.working_memory_cleared);
+        let memory = dir.load_working_memory().unwrap();
+        assert!(memory.items.is_empty());
+        assert_eq!((memory.step, memory.max_items), (2, 4));
+    }
+
+    #[test]
+    fn memory_of_the_last_step_or_of_an_unlogged_one_is_kept() {
+        let (_tmp, dir, st) = setup();
+        dir.save_working_memory_before_log(&memory_at(1)).unwrap();
+        dir.append_action(&record(1, &st)).unwrap();
+        dir.save_state_after_log(&record(1, &st).state_after)
+            .unwrap();
+        let (_, recovery) = dir.recover().unwrap();
+        assert!(!recovery.repaired());
+        assert_eq!(dir.load_working_memory().unwrap(), memory_at(1));
+        // Killed after step 2's memory, before its line: the step reruns and replaces it.
+        dir.save_working_memory_before_log(&memory_at(2)).unwrap();
+        let (_, recovery) = dir.recover().unwrap();
+        assert!(!recovery.working_memory_cleared);
+        assert_eq!(dir.load_working_memory().unwrap(), memory_at(2));
+    }
+
+    #[test]
+    fn unreadable_memory_is_cleared() {
+        let (_tmp, dir, st) = setup();
+        dir.append_action(&record(1, &st)).unwrap();
+        fs::write(dir.path().join(WORKING_MEMORY_FILE), "items: [").unwrap();
+        let (_, recovery) = dir.recover().unwrap();
+        assert!(recovery.working_memory_cleared);
+        assert!(dir.load_working_memory().unwrap().items.is_empty());
+    }
+
+    #[test]
+    fn unreadable_state_without_a_log_is_an_error() {
+        let (_tmp, dir, _st) = setup();
+        fs::write(dir.path().join("state.yaml"), "step: [").unwrap();
+        let err = dir.recover().unwrap_err();
+        assert!(err.to_string().contains("state.yaml"), "{err}");
     }
 
     #[test]
