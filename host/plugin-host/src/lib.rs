@@ -831,9 +831,11 @@ fn load_parts(
 ) -> Result<LoadedPlugin, PluginLoadError> {
     let kind = manifest.kind()?;
     let path = path.to_path_buf();
+    // Hashed once: the cache key and the copy check (`is_copy_of`) share it.
+    let digest: [u8; 32] = sha2::Sha256::digest(wasm).into();
     let loaded = match precompiled {
-        Some(native) => runtime::load_precompiled(native, wasm, cache),
-        None => runtime::load_component(wasm, cache),
+        Some(native) => runtime::load_precompiled(native, wasm, &digest, cache),
+        None => runtime::load_component(wasm, &digest, cache),
     };
     let (component, compiled) = loaded.map_err(|e| PluginLoadError::Compile {
         plugin: manifest.name.clone(),
@@ -983,7 +985,7 @@ fn load_parts(
         .unwrap_or_default();
     let mut inner = Inner {
         name,
-        digest: sha2::Sha256::digest(wasm).into(),
+        digest,
         limits,
         access: Arc::new(runtime::Access {
             read,

@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -554,6 +553,7 @@ fn panic_message(stderr: &str) -> Option<String> {
 /// Returns whether it was compiled.
 pub(crate) fn load_component(
     wasm: &[u8],
+    digest: &[u8; 32],
     cache: &Path,
 ) -> wasmtime::Result<(Arc<Component>, bool)> {
     let engine = &runtime().engine;
@@ -561,7 +561,6 @@ pub(crate) fn load_component(
     // (wasmtime version, target, settings), so a stale entry is never deserialized.
     let mut compat = agentforge_core::hash::StableHasher::default();
     engine.precompile_compatibility_hash().hash(&mut compat);
-    let digest = Sha256::digest(wasm);
     let key: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     let path = cache.join(format!("{key}-{:016x}.cwasm", compat.finish()));
     // Entries are native code: only a folder this user owns and nobody else can write
@@ -607,6 +606,7 @@ pub(crate) fn load_component(
 pub(crate) fn load_precompiled(
     precompiled: &[u8],
     wasm: &[u8],
+    digest: &[u8; 32],
     cache: &Path,
 ) -> wasmtime::Result<(Arc<Component>, bool)> {
     // SAFETY: the bytes were produced by `Engine::precompile_component` in this
@@ -622,7 +622,7 @@ pub(crate) fn load_precompiled(
                     "notice: the built-in plugins' precompiled code does not fit this machine ({e}); compiling them (cached for the next runs)"
                 )
             });
-            load_component(wasm, cache)
+            load_component(wasm, digest, cache)
         }
     }
 }
