@@ -821,11 +821,14 @@ impl<'r> Executor<'r> {
     ) -> Result<Option<LoopWarning>, ExecError> {
         let cfg = &self.rt.config.loops;
         let now = current.step;
-        let window = cfg.thresholds.window.max(2);
-        let skip = log_tail.len().saturating_sub(window - 1);
+        // The detector says how far back it looks (several windows: a long stall cycling
+        // through a dozen distinct actions is only visible over more than one window).
+        let detector = LoopDetector::new(cfg.thresholds.clone());
+        let skip = log_tail
+            .len()
+            .saturating_sub(detector.history_len().max(2) - 1);
         let mut history: Vec<StepView> = log_tail[skip..].iter().map(StepView::from).collect();
         history.push(current);
-        let detector = LoopDetector::new(cfg.thresholds.clone());
         let Some(d) = detector.check(&history).filter(|d| d.step == now) else {
             return Ok(None);
         };
@@ -1092,7 +1095,7 @@ impl<'r> Executor<'r> {
         )?;
         // One read of the log's tail serves the context, the loop detector and the budget.
         let tail_len = 3
-            .max(self.rt.config.loops.thresholds.window)
+            .max(LoopDetector::new(self.rt.config.loops.thresholds.clone()).history_len())
             .max(self.rt.config.adaptive_budget.stall_window as usize + 1);
         let log_tail = self.dir.recent_actions(tail_len)?;
         let recent_records = &log_tail[log_tail.len().saturating_sub(3)..];
