@@ -1,0 +1,28 @@
+//! The value loop's core (seed 002, issue 12): what a sprint is, what bounds it, how its
+//! value is measured and what it does next. Pure: no I/O, no model calls, no clock.
+//!
+//! - [`state`]: the sprint's one state file (tasks, verifications with their failure
+//!   history, VRC history, pause, counters), versioned.
+//! - [`limits`]: every recovery path's bound. The hard ceilings are constants; a
+//!   configuration may lower a bound, never raise it, and the [`Limits`] a sprint runs
+//!   with are fixed before it starts (nothing in the loop can change them).
+//! - [`measure`]: the value a sprint has, measured from verified state only
+//!   (verifications passing, acceptance criteria proven, a VRC score backed by passing
+//!   verifications). Progress is a rise of that measure, never an action's own report.
+//! - [`decide`]: the decision engine, a pure function from state to the next action,
+//!   with the seed's priorities and the bounds above.
+//! - [`manage_task`]: the deterministic guardrails every plan mutation passes.
+//!
+//! The host (a later crate) runs each decision's role as a task of the stateless
+//! executor, measures the outcome and records it; this crate decides and judges.
+
+pub mod decide;
+pub mod limits;
+pub mod manage_task;
+pub mod measure;
+pub mod state;
+
+pub use decide::{decide, Decision, LoopAction, StopReason};
+pub use limits::{Limits, LimitsError};
+pub use measure::ValueMeasure;
+pub use state::SprintState;
