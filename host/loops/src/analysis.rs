@@ -19,8 +19,8 @@ use super::meaning::{
     output_fingerprint, same_message,
 };
 use super::signature::{
-    command_of, normalize_error, normalize_params, normalize_path, param_str, search_term,
-    strip_volatile, target_of, ActionCategory, ActionSignature, ErrorCategory,
+    command_of, normalize_error, normalize_params, normalize_path, param_str, search_pattern,
+    search_term, strip_volatile, target_of, ActionCategory, ActionSignature, ErrorCategory,
 };
 use super::StepView;
 use agentforge_core::actions::ContextItem;
@@ -150,8 +150,12 @@ fn content_ids(s: &StepView) -> Vec<(String, String)> {
     if let Value::Object(map) = &mut params {
         map.remove("path");
         // Code compared as code: a rewrite that only respaces or recomments is the same.
+        // From the arguments as given: the normalized ones are on one line, and a comment
+        // at the start of that line would swallow all the code after it.
         for (k, v) in map.iter_mut() {
-            if let (true, Value::String(text)) = (CODE_KEYS.contains(&k.as_str()), &*v) {
+            if let (true, Some(text)) =
+                (CODE_KEYS.contains(&k.as_str()), param_str(&s.parameters, k))
+            {
                 *v = Value::String(code_id(text));
             }
         }
@@ -353,13 +357,15 @@ fn parse_segment(name: &str, rest: &str) -> Segment {
 }
 
 impl Segment {
-    /// Whether `self` is better than `before`: turned green, fewer failures, or more
-    /// passing without more failures.
+    /// Whether `self` is better than `before`: turned green, fewer failures with no fewer
+    /// passing, or more passing without more failures. Fewer failures with fewer passing
+    /// is a run that stopped earlier (a collection or build error), not a better one.
     fn improves_on(&self, before: &Segment) -> bool {
         (before.passing == Some(false) && self.passing == Some(true))
             || (self.counted
                 && before.counted
-                && (self.bad < before.bad || (self.good > before.good && self.bad <= before.bad)))
+                && ((self.bad < before.bad && self.good >= before.good)
+                    || (self.good > before.good && self.bad <= before.bad)))
     }
 }
 
@@ -417,7 +423,7 @@ pub(crate) struct Info<'a> {
     /// Context indices of earlier successful mutations whose text this one rewrites.
     pub rewrites: Vec<usize>,
     /// Verification results its summary reports.
-    segs: Vec<Segment>,
+    pub segs: Vec<Segment>,
     /// Volatile-stripped summary and error of a check step.
     check_obs: Option<String>,
     /// What a successful read-like step looked at.
@@ -556,7 +562,7 @@ fn read_key(s: &StepView, category: ActionCategory, params: &Value) -> String {
         }
         (ActionCategory::Search, _) => format!(
             "search:{}|{}|{}",
-            search_term(target),
+            search_term(search_pattern(s).unwrap_or("")),
             param_str(params, "path")
                 .map(normalize_path)
                 .unwrap_or_default(),
@@ -823,10 +829,11 @@ fn analyse_step<'a>(
         .iter()
         .rev()
         .find_map(|b| b.view.checks_passing.zip(b.view.checks_failing));
-    // Fewer failing checks is better; more passing ones with as many failing is just a
-    // check that ran for the first time.
+    // Fewer failing checks is better, unless fewer pass too (the run stopped before
+    // them: a collection or build error); more passing ones with as many failing is just
+    // a check that ran for the first time.
     let (mut improved, mut verification_changed) = match (checks, prev_checks) {
-        (Some((p, f)), Some((pp, pf))) => (f < pf, (p, f) != (pp, pf)),
+        (Some((p, f)), Some((pp, pf))) => (f < pf && p >= pp, (p, f) != (pp, pf)),
         _ => (false, false),
     };
     let mut segs_changed = false;
@@ -858,7 +865,9 @@ fn analyse_step<'a>(
         }
         None => false,
     };
-    verification_changed |= changed_result || grew;
+    // Longer output of a finished failure is the same failure worded at more length
+    // (another value named in the message); only a run still going shows progress by it.
+    verification_changed |= changed_result || polled;
 
     let mutated_between = |from: usize, file: Option<&str>| {
         before[from + 1..].iter().any(|b| {
@@ -995,12 +1004,19 @@ fn written_text(s: &StepView) -> Option<String> {
 
 /// Earlier successful mutations (context indices) whose text `view` rewrites: a whole-file
 /// write over an earlier change, an edit whose `old_text` overlaps what an earlier edit
-/// wrote, a `replace_lines` over an earlier replaced range, an undo.
+/// wrote, a `replace_lines` over an earlier replaced range, an undo. An earlier edit that
+/// changed nothing (whitespace, comments) counts: going back to the same lines is another
+/// try at them.
 fn rewritten(view: &StepView, facts: &ContentFacts, before: &[Info<'_>]) -> Vec<usize> {
     if facts.content.is_empty() {
         return Vec::new();
     }
     let files: HashSet<&str> = facts.content.iter().map(|(f, _)| f.as_str()).collect();
+    let touches = |b: &Info<'_>| {
+        b.content.iter().any(|(f, _)| files.contains(f.as_str()))
+            || (b.noop
+                && target_of(b.view).is_some_and(|t| files.contains(normalize_path(t).as_str())))
+    };
     let old = param_str(&view.parameters, "old_text").map(collapse);
     let range = |s: &StepView| {
         let n = |k| s.parameters.get(k).and_then(Value::as_u64);
@@ -1009,7 +1025,7 @@ fn rewritten(view: &StepView, facts: &ContentFacts, before: &[Info<'_>]) -> Vec<
     before
         .iter()
         .enumerate()
-        .filter(|(_, b)| b.content.iter().any(|(f, _)| files.contains(f.as_str())))
+        .filter(|(_, b)| touches(b))
         .filter(|(_, b)| {
             if !facts.returns.is_empty() || view.action == "write_file" {
                 return true;

@@ -33,6 +33,9 @@ const ALL_CHECKS: &str = "verification";
 /// A read-only streak that only ever looked at new things is a loop only when it is this
 /// many times the usual length: reading a new area of the code is work.
 const ALL_NEW_FACTOR: usize = 3;
+/// A read-only streak this many times `no_progress_reads` long is judged by its latest
+/// steps alone (the length an exploration at the start of a task is allowed).
+const LONG_STREAK: usize = 2;
 /// Evidence lines kept per detection.
 const MAX_EVIDENCE: usize = 8;
 
@@ -320,10 +323,16 @@ fn first_line(text: &str) -> String {
         .collect()
 }
 
+/// Failures alternating between approaches: in a row (A fails, B fails, A fails again),
+/// or across reworks of the same code (see [`attempts_cycle`]).
+fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    failing_cycle(a, t).or_else(|| attempts_cycle(a))
+}
+
 /// Failures alternating between approaches since the last progress: A fails, B fails,
 /// A fails again (seed 000 `_check_error_cycle`, by approach rather than category so
 /// that `edit_file` and `replace_lines` on the same file are two approaches).
-fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+fn failing_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let w = a.window();
     let start = w.iter().rposition(|s| s.progress).map_or(0, |p| p + 1);
     let fails: Vec<&Info<'_>> = w[start..].iter().filter(|s| s.failed).collect();
@@ -371,6 +380,70 @@ fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
             evidence: describe_all(fails.iter().rev().take(5).rev().copied()),
             suggestions: suggest::error_cycle(next, other),
             block,
+        }
+        .at(a),
+    )
+}
+
+/// Two ways of going at one problem, tried in turn on the same code: a change fails one
+/// way, the next change fails another way, and reworking that code brings the first
+/// failure back (however each attempt and each error is worded). Changing the code is
+/// not progress here: only verification getting better is. Going back to a failure
+/// already had, by reworking one's own change, is going back to an approach already
+/// tried; it is a warning, never a block (no one action is at fault).
+fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
+    let ctx = &a.ctx;
+    a.last().filter(|l| l.failed && l.failure.is_some())?;
+    let start = (a.window_start..ctx.len())
+        .rev()
+        .find(|&i| ctx[i].improved)
+        .map_or(a.window_start, |p| p + 1);
+    // The failure after each change (or run of changes), and whether that change
+    // reworked code changed earlier in the stretch.
+    let mut outcomes: Vec<(usize, bool)> = Vec::new();
+    let (mut changed, mut reworked) = (false, false);
+    for (i, s) in ctx.iter().enumerate().skip(start) {
+        if s.mutated() {
+            changed = true;
+            reworked |= s.rewrites.iter().any(|&j| j >= start);
+        } else if s.category == ActionCategory::Check && !s.failed {
+            // A check passing after the changes: the attempts got somewhere.
+            return None;
+        } else if s.failed && changed && s.failure.is_some() {
+            outcomes.push((i, reworked));
+            (changed, reworked) = (false, false);
+        }
+    }
+    if outcomes.last().map(|(i, _)| *i) != Some(ctx.len() - 1) {
+        return None;
+    }
+    // The last three attempts: the first failure, another one, the first again after a
+    // rework.
+    let [.., (x, _), (y, _), (z, true)] = outcomes[..] else {
+        return None;
+    };
+    let failure = |i: usize| ctx[i].failure.as_deref();
+    if failure(x) != failure(z) || failure(x) == failure(y) {
+        return None;
+    }
+    let (first, other) = (&ctx[x], &ctx[y]);
+    Some(
+        Found {
+            loop_type: LoopType::ErrorCycle,
+            confidence: 0.8,
+            description: format!(
+                "error cycling: reworking the same code went back to a failure it already had ({} -> {} -> {} again)",
+                first_line(first.view.error.as_deref().unwrap_or(&first.view.summary)),
+                first_line(other.view.error.as_deref().unwrap_or(&other.view.summary)),
+                first_line(first.view.error.as_deref().unwrap_or(&first.view.summary)),
+            ),
+            evidence: describe_all(
+                ctx[x..]
+                    .iter()
+                    .filter(|s| s.mutated() || s.failed),
+            ),
+            suggestions: suggest::attempts_cycle(first, other),
+            block: None,
         }
         .at(a),
     )
@@ -623,6 +696,14 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     // Going back to things already seen is what makes a stretch of reading a loop; new
     // things are exploration, and only a very long stretch of those is one.
     let repetitive = stale.len() >= MIN_STALE_READS && STALE_SHARE * stale.len() >= streak.len();
+    // Once the streak is long (as long as an exploration may be), what it does now
+    // counts, not how new its start was: its latest steps going back over what was seen
+    // as often makes it a loop, however much new ground the first ones covered.
+    let recent = &streak[streak.len().saturating_sub(t.no_progress_reads.max(2))..];
+    let recent_stale = recent.iter().filter(|s| !s.fresh).count();
+    let repetitive_now = streak.len() >= LONG_STREAK * t.no_progress_reads.max(2)
+        && recent_stale >= MIN_STALE_READS
+        && STALE_SHARE * recent_stale >= recent.len();
     let cycle = cycle_period(streak);
     // Going back over what was already seen several times in a row.
     let stale_run = streak.iter().rev().take_while(|s| !s.fresh).count();
@@ -637,6 +718,7 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
                 || (s.noop && s.view.checks_failing.is_some_and(|f| f > 0))
         });
     if !(streak.len() >= min && repetitive
+        || repetitive_now
         || streak.len() >= ALL_NEW_FACTOR * min
         || cycle.is_some()
         || stale_tail
@@ -717,13 +799,25 @@ fn unchanged_verification(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detect
         .rev()
         .find(|&i| ctx[i].verification_changed)
         .unwrap_or(a.window_start);
+    // Changes, and edits that changed nothing but were meant to (whitespace, comments).
     let muts: Vec<usize> = (span_start..ctx.len())
-        .filter(|&i| ctx[i].mutated())
+        .filter(|&i| ctx[i].mutated() || ctx[i].noop)
         .collect();
+    // An attempt counts once verification was seen after it (the edit re-ran the checks,
+    // or a check ran later): until then nobody knows it left verification as it was.
+    let verified = |i: usize| {
+        !ctx[i].segs.is_empty()
+            || ctx[i + 1..]
+                .iter()
+                .any(|s| s.category == ActionCategory::Check)
+    };
+    // Attempts at code already tried in this stretch, or at nothing at all.
     let reworks: Vec<usize> = muts
         .iter()
         .copied()
-        .filter(|&i| ctx[i].rewrites.iter().any(|&j| j >= span_start))
+        .filter(|&i| {
+            (ctx[i].noop || ctx[i].rewrites.iter().any(|&j| j >= span_start)) && verified(i)
+        })
         .collect();
     let first = *muts.first()?;
     if reworks.len() < MIN_REWORKS || ctx.len() - first < t.no_progress_unchanged.max(2) {

@@ -27,6 +27,12 @@ static FAILED_TEST: LazyLock<Regex> = LazyLock::new(|| {
 });
 static ASSERTION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\bassert(?:ion)?\b").expect("valid regex"));
+/// A diagnostic headline (`error: unused import: ...`, `src/a.c:3:1: warning: ...`): its
+/// message, without the location before it.
+static DIAGNOSTIC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^\s*(?:[\w./\\-]+:\d+(?::\d+)?:\s*)?(?:error|warning):\s*(\S[^\n]*)$")
+        .expect("valid regex")
+});
 static WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[a-z][a-z0-9_]*").expect("valid regex"));
 
@@ -55,6 +61,13 @@ pub(crate) fn failure_meaning(category: ErrorCategory, text: &str) -> String {
     // `assert x == y` and `AssertionError: ...` are two wordings of one failed assertion.
     if ASSERTION.is_match(&head) {
         anchors.insert("AssertionError".into());
+    }
+    if anchors.is_empty() {
+        // A compiler's or linter's diagnostic without a code: its headline is what it
+        // means; the source excerpt under it changes with every rewording of the code.
+        for c in DIAGNOSTIC.captures_iter(&head) {
+            anchors.insert(format!("diag:{}", normalize_error(&c[1])));
+        }
     }
     if anchors.is_empty() {
         format!("{category}|{}", normalize_error(text))

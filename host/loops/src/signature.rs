@@ -314,7 +314,7 @@ impl ActionSignature {
         }
         .filter(|t| !t.is_empty());
         let entity = match category {
-            ActionCategory::Search => target_of(s).map(search_term),
+            ActionCategory::Search => search_pattern(s).map(search_term),
             ActionCategory::Edit => edit_entity(&s.parameters),
             _ => None,
         };
@@ -367,6 +367,17 @@ pub(crate) fn target_of(s: &StepView) -> Option<&str> {
                 .iter()
                 .find_map(|k| param_str(&s.parameters, k))
         })
+}
+
+/// What a search looks for: its pattern argument, else its recorded target. Logs that
+/// record a search's folder as its target (`.`) would otherwise make every search in
+/// that folder the same search.
+pub(crate) fn search_pattern(s: &StepView) -> Option<&str> {
+    ["pattern", "query", "regex", "search_term", "term"]
+        .iter()
+        .find_map(|k| param_str(&s.parameters, k))
+        .filter(|p| !p.trim().is_empty())
+        .or_else(|| target_of(s))
 }
 
 /// The command line a shell-like step runs.

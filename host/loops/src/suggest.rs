@@ -213,6 +213,21 @@ pub(crate) fn error_cycle(a: &Info<'_>, b: &Info<'_>) -> Vec<String> {
     out
 }
 
+/// For reworks of the same code that go back to a failure already had.
+pub(crate) fn attempts_cycle(first: &Info<'_>, other: &Info<'_>) -> Vec<String> {
+    let error = |i: &Info<'_>| excerpt(i.view.error.as_deref().unwrap_or(&i.view.summary));
+    vec![
+        format!(
+            "Your changes take turns between two failures: `{}` and `{}`; each fix of one brings the other back",
+            error(first),
+            error(other)
+        ),
+        s("Read both failures together: they constrain the same code; find the one change that satisfies both before editing again"),
+        s("Do not go back to an approach that already failed: its failure is known"),
+        s("Consider a fundamentally different strategy, or escalate if both constraints cannot hold at once"),
+    ]
+}
+
 /// For different actions failing with one kind of error.
 pub(crate) fn semantic(category: ErrorCategory) -> Vec<String> {
     let specific = match category {
