@@ -12,6 +12,8 @@
 //! - [`decide`]: the decision engine, a pure function from state to the next action,
 //!   with the seed's priorities and the bounds above.
 //! - [`manage_task`]: the deterministic guardrails every plan mutation passes.
+//! - [`render`]: IMPLEMENTATION_PLAN.md, VALUE_CHECKLIST.md and DELIVERY_REPORT.md from state.
+//! - [`monitor`]: the process monitor's metrics and GREEN / YELLOW / RED thresholds.
 //!
 //! The host (a later crate) runs each decision's role as a task of the stateless
 //! executor, measures the outcome and records it; this crate decides and judges.
@@ -20,6 +22,8 @@ pub mod decide;
 pub mod limits;
 pub mod manage_task;
 pub mod measure;
+pub mod monitor;
+pub mod render;
 pub mod state;
 
 pub use decide::{decide, Decision, LoopAction, StopReason};

@@ -76,6 +76,17 @@ impl TaskSource {
         }
     }
 
+    /// Its name in files and views (`plan`, `exit_gate`...).
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskSource::Plan => "plan",
+            TaskSource::ExitGate => "exit_gate",
+            TaskSource::CriticalEval => "critical_eval",
+            TaskSource::Vrc => "vrc",
+            TaskSource::CourseCorrection => "course_correction",
+        }
+    }
+
     /// Whether the task was created while the loop ran (counts toward the mid-loop ceiling).
     pub fn is_mid_loop(self) -> bool {
         self != TaskSource::Plan
