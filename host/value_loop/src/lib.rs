@@ -12,6 +12,7 @@
 //! - [`decide`]: the decision engine, a pure function from state to the next action,
 //!   with the seed's priorities and the bounds above.
 //! - [`manage_task`]: the deterministic guardrails every plan mutation passes.
+//! - [`reports`]: the report tools each role answers with, typed and checked, and how they change the state.
 //! - [`render`]: IMPLEMENTATION_PLAN.md, VALUE_CHECKLIST.md and DELIVERY_REPORT.md from state.
 //! - [`monitor`]: the process monitor's metrics and GREEN / YELLOW / RED thresholds.
 //!
@@ -24,6 +25,7 @@ pub mod manage_task;
 pub mod measure;
 pub mod monitor;
 pub mod render;
+pub mod reports;
 pub mod state;
 
 pub use decide::{decide, Decision, LoopAction, StopReason};
