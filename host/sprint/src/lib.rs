@@ -1,0 +1,507 @@
+//! Sprint folders on disk (issue 12, item 1): `.agentforge/sprints/<id>/` holds the
+//! sprint's inputs (`VISION.md`, `PRD.md`), its state (`sprint.json`) and an
+//! append-only, fsynced log (`iterations.jsonl`) of every recorded event: each pre-loop
+//! gate and each loop iteration, with the decision, what it was taken from, the outcome,
+//! the measured value before and after, the tokens per role, and the state after it.
+//!
+//! As for tasks, the log line is the one durable write: an event is recorded when its
+//! line is fsynced; `sprint.json` is a cache of the last line, rebuilt from it on
+//! [`SprintDir::recover`] when it lags, is empty or does not parse. A kill at any instant
+//! loses at most the event being recorded (which then runs again) and never records one
+//! twice: [`SprintDir::append`] refuses a sequence number that is not the next one.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use agentforge_store::state_store::{atomic_rewrite, atomic_write};
+use agentforge_value_loop::{Decision, SprintState, ValueMeasure};
+use serde::{Deserialize, Serialize};
+
+/// The log's file name.
+pub const LOG_FILE: &str = "iterations.jsonl";
+/// The state cache's file name.
+pub const STATE_FILE: &str = "sprint.json";
+
+/// Errors of the sprint folder.
+#[derive(Debug, thiserror::Error)]
+pub enum SprintStoreError {
+    /// An I/O error on a named path.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or folder.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A stored file does not parse or contradicts the log.
+    #[error("corrupt sprint file {path}: {message}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The sprint exists already.
+    #[error("sprint `{id}` already exists at {path}; resume it or choose another id")]
+    Exists {
+        /// Its id.
+        id: String,
+        /// Its folder.
+        path: String,
+    },
+    /// No such sprint.
+    #[error("no sprint `{id}` under {root}")]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// Where it was looked for.
+        root: String,
+    },
+    /// An event out of sequence: recording it would lose or repeat one.
+    #[error("event {got} is out of sequence in {path}: the next is {expected}")]
+    Sequence {
+        /// The log.
+        path: String,
+        /// The next number.
+        expected: u64,
+        /// The number given.
+        got: u64,
+    },
+    /// The state file is of another format version.
+    #[error("{path} is sprint state version {found}; this agentforge reads version {expected}")]
+    Version {
+        /// The file.
+        path: String,
+        /// Its version.
+        found: u32,
+        /// Ours.
+        expected: u32,
+    },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SprintStoreError + 'a {
+    move |source| SprintStoreError::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// What an event was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A pre-loop gate (input check, vision refinement, discovery, critique, plan, review).
+    Gate {
+        /// The gate.
+        name: String,
+        /// Its verdict (`PASS`, `NEEDS_REVISION`, `APPROVE`...).
+        verdict: String,
+    },
+    /// One iteration of the value loop.
+    Iteration {
+        /// What the engine decided.
+        decision: Decision,
+        /// Value measured before the action.
+        measure_before: ValueMeasure,
+        /// Value measured after it.
+        measure_after: ValueMeasure,
+        /// Whether measured value rose above its high-water mark.
+        progressed: bool,
+    },
+}
+
+/// One line of `iterations.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// 1, 2, 3... with no gap.
+    pub seq: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+    /// One line for people (`T3 done; 4/6 verifications pass`).
+    pub outcome: String,
+    /// The role tasks it ran (their folders under `.agentforge/tasks/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub role_tasks: Vec<String>,
+    /// Tokens per role.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tokens: BTreeMap<String, u64>,
+    /// The sprint state after the event: what `sprint.json` caches.
+    pub state_after: SprintState,
+}
+
+/// What [`SprintDir::recover`] repaired.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Recovery {
+    /// A torn last line was cut and saved here.
+    pub torn_line_saved_to: Option<PathBuf>,
+    /// `sprint.json` was rebuilt from the log's event with this number.
+    pub state_rebuilt_from: Option<u64>,
+}
+
+/// The folder of all sprints of a workspace.
+#[derive(Debug, Clone)]
+pub struct SprintStore {
+    root: PathBuf,
+}
+
+impl SprintStore {
+    /// `<workspace>/.agentforge/sprints`.
+    pub fn new(workspace: &Path) -> SprintStore {
+        SprintStore {
+            root: workspace.join(".agentforge").join("sprints"),
+        }
+    }
+
+    /// Creates a sprint folder with its inputs and initial state.
+    pub fn create(
+        &self,
+        initial: &SprintState,
+        vision: &str,
+        prd: &str,
+    ) -> Result<SprintDir, SprintStoreError> {
+        let dir = self.root.join(&initial.sprint);
+        if dir.exists() {
+            return Err(SprintStoreError::Exists {
+                id: initial.sprint.clone(),
+                path: dir.display().to_string(),
+            });
+        }
+        // Build it under a temporary name and rename it into place: a kill leaves no
+        // half-made sprint that `open` would accept.
+        let tmp = self.root.join(format!(".{}.creating", initial.sprint));
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(&tmp).map_err(io_err("cannot create", &tmp))?;
+        for (name, text) in [("VISION.md", vision), ("PRD.md", prd)] {
+            let p = tmp.join(name);
+            atomic_write(&p, text.as_bytes()).map_err(io_err("cannot write", &p))?;
+        }
+        let sd = SprintDir { dir: tmp.clone() };
+        sd.save_state(initial)?;
+        fs::rename(&tmp, &dir).map_err(io_err("cannot rename", &tmp))?;
+        if let Ok(d) = File::open(&self.root) {
+            let _ = d.sync_all();
+        }
+        Ok(SprintDir { dir })
+    }
+
+    /// Opens an existing sprint.
+    pub fn open(&self, id: &str) -> Result<SprintDir, SprintStoreError> {
+        let dir = self.root.join(id);
+        if !dir.join(STATE_FILE).is_file() {
+            return Err(SprintStoreError::NotFound {
+                id: id.to_string(),
+                root: self.root.display().to_string(),
+            });
+        }
+        Ok(SprintDir { dir })
+    }
+}
+
+/// One sprint's folder.
+#[derive(Debug, Clone)]
+pub struct SprintDir {
+    dir: PathBuf,
+}
+
+impl SprintDir {
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The log's path.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.dir.join(STATE_FILE)
+    }
+
+    /// Reads `sprint.json` (without consulting the log; see [`SprintDir::recover`]).
+    pub fn load_state(&self) -> Result<SprintState, SprintStoreError> {
+        let p = self.state_path();
+        let text = fs::read_to_string(&p).map_err(io_err("cannot read", &p))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| SprintStoreError::Corrupt {
+                path: p.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let found = v.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        if found != agentforge_value_loop::state::STATE_VERSION {
+            return Err(SprintStoreError::Version {
+                path: p.display().to_string(),
+                found,
+                expected: agentforge_value_loop::state::STATE_VERSION,
+            });
+        }
+        serde_json::from_value(v).map_err(|e| SprintStoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes `sprint.json` durably (creation; a cache rewrite after each event).
+    pub fn save_state(&self, state: &SprintState) -> Result<(), SprintStoreError> {
+        let p = self.state_path();
+        let json = serde_json::to_vec_pretty(state).map_err(|e| SprintStoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        atomic_rewrite(&p, &json).map_err(io_err("cannot write", &p))
+    }
+
+    /// The number the next event must carry.
+    pub fn next_seq(&self) -> Result<u64, SprintStoreError> {
+        Ok(self.read_events()?.last().map_or(1, |e| e.seq + 1))
+    }
+
+    /// Records an event: one appended line, fsynced (the event is done when this
+    /// returns), then `sprint.json` rewritten from its `state_after`. Refuses an event
+    /// whose number is not the next one.
+    pub fn append(&self, event: &Event) -> Result<(), SprintStoreError> {
+        let p = self.log_path();
+        let expected = self.next_seq()?;
+        if event.seq != expected {
+            return Err(SprintStoreError::Sequence {
+                path: p.display().to_string(),
+                expected,
+                got: event.seq,
+            });
+        }
+        let mut line = serde_json::to_string(event).map_err(|e| SprintStoreError::Corrupt {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .map_err(io_err("cannot open", &p))?;
+        // One write for the whole line keeps tearing to the last line only.
+        f.write_all(line.as_bytes())
+            .map_err(io_err("cannot append to", &p))?;
+        f.sync_all().map_err(io_err("cannot fsync", &p))?;
+        self.save_state(&event.state_after)
+    }
+
+    /// Every recorded event. A torn last line is an error here: recover first.
+    pub fn read_events(&self) -> Result<Vec<Event>, SprintStoreError> {
+        let p = self.log_path();
+        let text = match fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot read", &p)(e)),
+        };
+        parse(&text, &p)
+    }
+
+    /// Brings the folder to a consistent state after a crash and returns the state the
+    /// sprint continues from: a torn last line is cut (and saved beside the log);
+    /// `sprint.json` is rebuilt from the last event when it lags, is empty or does not
+    /// parse.
+    pub fn recover(&self) -> Result<(SprintState, Recovery), SprintStoreError> {
+        let mut recovery = Recovery::default();
+        let p = self.log_path();
+        let bytes = match fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err("cannot read", &p)(e)),
+        };
+        let good = complete_prefix(&bytes);
+        if good < bytes.len() {
+            let saved = self
+                .dir
+                .join(format!("{LOG_FILE}.torn-{}", std::process::id()));
+            atomic_write(&saved, &bytes[good..]).map_err(io_err("cannot write", &saved))?;
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .map_err(io_err("cannot open", &p))?;
+            f.set_len(good as u64)
+                .map_err(io_err("cannot truncate", &p))?;
+            f.sync_all().map_err(io_err("cannot fsync", &p))?;
+            recovery.torn_line_saved_to = Some(saved);
+        }
+        let events = parse(&String::from_utf8_lossy(&bytes[..good]), &p)?;
+        let Some(last) = events.last() else {
+            return Ok((self.load_state()?, recovery));
+        };
+        let cached = self.load_state().ok();
+        if cached.as_ref() != Some(&last.state_after) {
+            self.save_state(&last.state_after)?;
+            recovery.state_rebuilt_from = Some(last.seq);
+        }
+        Ok((last.state_after.clone(), recovery))
+    }
+}
+
+/// The length of the log's prefix made of complete lines that parse as events.
+fn complete_prefix(bytes: &[u8]) -> usize {
+    if bytes.is_empty() {
+        return 0;
+    }
+    let Some(last_nl) = bytes.iter().rposition(|&b| b == b'\n') else {
+        return 0;
+    };
+    if last_nl + 1 < bytes.len() {
+        return last_nl + 1;
+    }
+    let prev = bytes[..last_nl]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    if serde_json::from_slice::<Event>(&bytes[prev..last_nl]).is_ok() {
+        bytes.len()
+    } else {
+        prev
+    }
+}
+
+fn parse(text: &str, path: &Path) -> Result<Vec<Event>, SprintStoreError> {
+    let mut out: Vec<Event> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e: Event = serde_json::from_str(line).map_err(|e| SprintStoreError::Corrupt {
+            path: path.display().to_string(),
+            message: format!("line {}: {e}", i + 1),
+        })?;
+        let expected = out.last().map_or(1, |l| l.seq + 1);
+        if e.seq != expected {
+            return Err(SprintStoreError::Corrupt {
+                path: path.display().to_string(),
+                message: format!(
+                    "line {}: event {} where {expected} was expected (an event lost or repeated)",
+                    i + 1,
+                    e.seq
+                ),
+            });
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentforge_value_loop::LoopAction;
+
+    fn event(seq: u64, state: &SprintState) -> Event {
+        Event {
+            seq,
+            kind: EventKind::Iteration {
+                decision: Decision::Act {
+                    action: LoopAction::Execute,
+                },
+                measure_before: ValueMeasure::default(),
+                measure_after: ValueMeasure::default(),
+                progressed: false,
+            },
+            outcome: "T1 done".into(),
+            role_tasks: vec!["s-it1-builder".into()],
+            tokens: [("builder".to_string(), 1200u64)].into_iter().collect(),
+            state_after: state.clone(),
+        }
+    }
+
+    #[test]
+    fn events_append_in_sequence_and_the_state_follows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SprintStore::new(tmp.path());
+        let mut s = SprintState::new("demo");
+        let dir = store.create(&s, "# Vision", "# PRD").unwrap();
+        assert!(matches!(
+            store.create(&s, "", ""),
+            Err(SprintStoreError::Exists { .. })
+        ));
+        s.iteration = 1;
+        dir.append(&event(1, &s)).unwrap();
+        let err = dir.append(&event(1, &s)).unwrap_err();
+        assert!(err.to_string().contains("next is 2"), "{err}");
+        assert!(matches!(
+            dir.append(&event(3, &s)),
+            Err(SprintStoreError::Sequence { .. })
+        ));
+        s.iteration = 2;
+        dir.append(&event(2, &s)).unwrap();
+        assert_eq!(
+            store.open("demo").unwrap().load_state().unwrap().iteration,
+            2
+        );
+        assert_eq!(dir.read_events().unwrap().len(), 2);
+        assert_eq!(
+            fs::read_to_string(dir.path().join("VISION.md")).unwrap(),
+            "# Vision"
+        );
+    }
+
+    #[test]
+    fn a_torn_line_and_a_stale_cache_are_repaired() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SprintStore::new(tmp.path());
+        let mut s = SprintState::new("demo");
+        let dir = store.create(&s, "v", "p").unwrap();
+        s.iteration = 1;
+        dir.append(&event(1, &s)).unwrap();
+        // A kill mid-append, and a cache one event behind (written before the crash).
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
+        f.write_all(b"{\"seq\":2,\"kind\":\"iter").unwrap();
+        dir.save_state(&SprintState::new("demo")).unwrap();
+        let (state, rec) = dir.recover().unwrap();
+        assert_eq!(state.iteration, 1);
+        assert!(rec.torn_line_saved_to.is_some());
+        assert_eq!(rec.state_rebuilt_from, Some(1));
+        assert_eq!(dir.load_state().unwrap().iteration, 1);
+        assert_eq!(dir.next_seq().unwrap(), 2);
+        // An unparseable cache is rebuilt too.
+        fs::write(dir.path().join(STATE_FILE), "").unwrap();
+        assert_eq!(dir.recover().unwrap().0.iteration, 1);
+    }
+
+    #[test]
+    fn a_gap_in_the_log_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SprintStore::new(tmp.path());
+        let s = SprintState::new("demo");
+        let dir = store.create(&s, "v", "p").unwrap();
+        dir.append(&event(1, &s)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.log_path())
+            .unwrap();
+        let mut line = serde_json::to_string(&event(3, &s)).unwrap();
+        line.push('\n');
+        f.write_all(line.as_bytes()).unwrap();
+        let err = dir.recover().unwrap_err().to_string();
+        assert!(err.contains("event 3 where 2 was expected"), "{err}");
+        assert!(err.contains(LOG_FILE), "{err}");
+    }
+
+    #[test]
+    fn another_version_is_refused_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SprintStore::new(tmp.path());
+        let dir = store.create(&SprintState::new("demo"), "v", "p").unwrap();
+        fs::write(
+            dir.path().join(STATE_FILE),
+            r#"{"version": 9, "sprint": "demo"}"#,
+        )
+        .unwrap();
+        let err = dir.load_state().unwrap_err().to_string();
+        assert!(err.contains("version 9"), "{err}");
+    }
+}
