@@ -1559,3 +1559,320 @@ fn a_timed_out_check_whose_summary_shows_it_getting_further_is_polling() {
     }
     assert_eq!(types(&stuck.replay()), vec![(LoopType::IdenticalAction, 3)]);
 }
+
+// ---------------------------------------------------------------- general grounds (2026-11-25)
+
+/// A step from the minimal step format's fields (what other agents' logs give).
+fn step(v: Value) -> StepView {
+    serde_json::from_value(v).expect("a valid step")
+}
+
+/// Numbers the steps 1, 2, ... in order.
+fn renumber(mut steps: Vec<StepView>) -> Vec<StepView> {
+    for (i, s) in steps.iter_mut().enumerate() {
+        s.step = i as u64 + 1;
+    }
+    steps
+}
+
+#[test]
+fn searches_in_one_folder_are_told_apart_by_their_pattern() {
+    // The log records the folder as the target; the pattern is what is searched for.
+    let search = |pattern: &str| {
+        step(json!({
+            "step": 0, "action": "search", "target": ".", "result": "success",
+            "parameters": { "pattern": pattern, "path": "." },
+            "summary": format!("search '{pattern}' in ."),
+            "output": format!("src/{pattern}.py:1: {pattern}"),
+        }))
+    };
+    let distinct = renumber(vec![
+        search("absolute_url"),
+        search("SITE_URL"),
+        search("PUBLIC_URL"),
+    ]);
+    assert!(LoopDetector::default().replay(&distinct).is_empty());
+    let same = renumber(vec![
+        search("SITE_URL"),
+        search("SITE_URL"),
+        search("SITE_URL"),
+    ]);
+    assert_eq!(
+        types(&LoopDetector::default().replay(&same)),
+        vec![(LoopType::Repetition, 3)]
+    );
+}
+
+#[test]
+fn a_diagnostic_without_a_code_means_its_headline_not_the_excerpt() {
+    let lint = |import: &str| {
+        format!(
+            "    Checking report v0.2.0\nerror: unused import: `{import}`\n --> src/lib.rs:1:5\n  |\n1 | use {import};\n  |     ^^^^^^^^\n"
+        )
+    };
+    let a = meaning::failure_meaning(ErrorCategory::Other, &lint("std::fmt::Write"));
+    let b = meaning::failure_meaning(ErrorCategory::Other, &lint("core::fmt::Write as _"));
+    assert_eq!(a, b);
+    let other = meaning::failure_meaning(
+        ErrorCategory::Other,
+        "error: this `if` has identical blocks\n --> src/lib.rs:9:5\n",
+    );
+    assert_ne!(a, other);
+}
+
+#[test]
+fn fewer_failures_because_fewer_ran_is_no_improvement() {
+    // 2 passed, 2 failed, then a collection error (nothing ran): the error is not
+    // better, so what comes after it is not judged as after an improvement.
+    let mut t = Traj::new();
+    t.push(
+        "run_check",
+        Some("tests"),
+        json!({"name": "tests"}),
+        Failure,
+        "tests: 2 passed, 2 failed",
+        None,
+    );
+    let before = t.steps.last().cloned().unwrap();
+    t.push(
+        "run_check",
+        Some("tests"),
+        json!({"name": "tests"}),
+        Failure,
+        "tests: 1 error",
+        None,
+    );
+    let steps = renumber(t.steps.clone());
+    let prepared = analysis::Prepared::new(&steps);
+    let a = analysis::Analysis::new(&steps, &prepared, 12);
+    assert!(!a.ctx[1].improved, "a collection error counted as better");
+    // Counts recorded by the host: the same.
+    let mut counted = vec![before.clone(), before];
+    counted[0].checks_passing = Some(2);
+    counted[0].checks_failing = Some(2);
+    counted[1].checks_passing = Some(0);
+    counted[1].checks_failing = Some(1);
+    let counted = renumber(counted);
+    let prepared = analysis::Prepared::new(&counted);
+    let a = analysis::Analysis::new(&counted, &prepared, 12);
+    assert!(!a.ctx[1].improved);
+    // Fewer failures with as many passing is better.
+    let mut better = counted.clone();
+    better[1].checks_passing = Some(2);
+    let prepared = analysis::Prepared::new(&better);
+    let a = analysis::Analysis::new(&better, &prepared, 12);
+    assert!(a.ctx[1].improved);
+}
+
+/// A reproduction script failing with `error` after each edit: output text, no counts.
+fn repro(error: &str) -> StepView {
+    let output = format!("Traceback (most recent call last):\n  File \"m.py\", line 3\n{error}\n");
+    step(json!({
+        "step": 0, "action": "run_command", "result": "failure",
+        "parameters": { "command": "python reproduce.py" },
+        "error": error, "summary": "python reproduce.py",
+        "output_len": output.len(), "output": output,
+    }))
+}
+
+fn edit_step(path: &str, old: &str, new: &str) -> StepView {
+    step(json!({
+        "step": 0, "action": "edit_file", "target": path, "result": "success",
+        "parameters": { "path": path, "old_text": old, "new_text": new },
+        "summary": "edit",
+    }))
+}
+
+#[test]
+fn a_finished_failure_reworded_at_more_length_is_unchanged_verification() {
+    // Each rewrite of the same line leaves the same TypeError; only the type it names
+    // (and so the output's length) changes.
+    let steps = renumber(vec![
+        repro("TypeError: unsupported operand for *: 'NoneType' and 'One'"),
+        edit_step("m.py", "c = a[0]", "c = a[0] if a else ONE"),
+        repro("TypeError: unsupported operand for *: 'NoneType' and 'Integer'"),
+        edit_step("m.py", "c = a[0] if a else ONE", "c = next(iter(a), ONE)"),
+        repro("TypeError: unsupported operand for *: 'NoneType' and 'One'"),
+        edit_step(
+            "m.py",
+            "c = next(iter(a), ONE)",
+            "c = ONE if not a else a[0]",
+        ),
+        repro("TypeError: unsupported operand for *: 'NoneType' and 'Rational'"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(types(&found), vec![(LoopType::NoProgress, 7)], "{found:?}");
+}
+
+#[test]
+fn edits_starting_with_a_comment_are_compared_by_their_code() {
+    // Two different changes under a comment line, another change between them: the third
+    // does not put the file back to the first's version, whatever the comment.
+    let steps = renumber(vec![
+        edit_step(
+            "src/lib.rs",
+            "    // rank\n    let idx = p * n;\n",
+            "    // rank\n    let rank = p * n;\n",
+        ),
+        edit_step(
+            "src/lib.rs",
+            "    let rank = p * n;\n",
+            "    let rank = (p * n).floor();\n",
+        ),
+        edit_step(
+            "src/lib.rs",
+            "    // rank\n    let rank = (p * n).floor();\n",
+            "    // rank\n    let rank = (n * p).floor();\n",
+        ),
+    ]);
+    let prepared = analysis::Prepared::new(&steps);
+    let a = analysis::Analysis::new(&steps, &prepared, 12);
+    assert!(a.ctx[2].returns.is_empty(), "{:?}", a.ctx[2].returns);
+    assert_ne!(a.ctx[0].content, a.ctx[2].content);
+}
+
+#[test]
+fn unchanged_verification_needs_a_check_after_the_attempts() {
+    // The tests fail after a dependency bump; two more changes to the same line follow,
+    // checked only by an install that fails another way: nothing says the changes left
+    // verification as it was.
+    let mut pip = repro("ResolutionImpossible: lib<2 conflicts with plugin 2.2");
+    pip.parameters = json!({ "command": "pip install -r deps.txt" });
+    let mut tests = repro("PydanticUserError: root_validator needs skip_on_failure");
+    tests.action = "run_check".into();
+    tests.parameters = json!({ "name": "tests", "command": "python -m pytest -q" });
+    let steps = renumber(vec![
+        edit_step("deps.txt", "lib==1.10", "lib>=2.6"),
+        tests,
+        edit_step("deps.txt", "lib>=2.6", "lib<2"),
+        pip,
+        edit_step("deps.txt", "lib<2", "lib>=2.6"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn a_no_op_edit_then_a_rework_of_its_lines_with_the_same_failure_is_no_progress() {
+    let steps = renumber(vec![
+        repro("AssertionError: assert 6 == 5"),
+        // A first real try.
+        edit_step(
+            "stats.py",
+            "    return s[i]\n",
+            "    return s[min(i, n - 1)]\n",
+        ),
+        repro("AssertionError: assert 6 == 5"),
+        // A comment only: changes nothing.
+        edit_step(
+            "stats.py",
+            "    i = int(p * n)\n",
+            "    # rank of the percentile\n    i = int(p * n)\n",
+        ),
+        repro("AssertionError: assert 6 == 5"),
+        // The same lines again.
+        edit_step(
+            "stats.py",
+            "    # rank of the percentile\n    i = int(p * n)\n",
+            "    # rank of the percentile\n    i = int(n * p)\n",
+        ),
+        repro("AssertionError: assert 6 == 5"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(
+        found.first().map(|d| (d.loop_type, d.step)),
+        Some((LoopType::NoProgress, 7)),
+        "{found:?}"
+    );
+}
+
+fn write_step(path: &str, content: &str) -> StepView {
+    step(json!({
+        "step": 0, "action": "write_file", "target": path, "result": "success",
+        "parameters": { "path": path, "content": content }, "summary": "write",
+    }))
+}
+
+fn build_fails(code: &str) -> StepView {
+    step(json!({
+        "step": 0, "action": "run_check", "target": "build", "result": "failure",
+        "parameters": { "name": "build", "command": "cargo build" },
+        "error": format!("error[{code}]: something about the borrow"), "summary": code,
+    }))
+}
+
+#[test]
+fn reworks_that_bring_back_an_earlier_failure_are_an_error_cycle() {
+    // Approach A fails with E0502, approach B with E0106, A again (reworded) with E0502.
+    let steps = renumber(vec![
+        write_step("src/lib.rs", "fn a() { collect_first(); }"),
+        build_fails("E0502"),
+        write_step("src/lib.rs", "fn a() { borrow_slice(); }"),
+        build_fails("E0106"),
+        write_step("src/lib.rs", "fn a() { let v = collect(); apply(v); }"),
+        build_fails("E0502"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(types(&found), vec![(LoopType::ErrorCycle, 6)], "{found:?}");
+    // A warning: no one action is at fault.
+    assert_eq!(found[0].block, None);
+    assert!(
+        found[0].suggestions[0].contains("E0502"),
+        "{:?}",
+        found[0].suggestions
+    );
+}
+
+#[test]
+fn a_revert_back_to_the_first_failure_is_not_an_error_cycle() {
+    // The failure before any change comes back after one attempt is undone: trying one
+    // thing and taking it back, then trying another, is work.
+    let steps = renumber(vec![
+        build_fails("E0502"),
+        write_step("src/lib.rs", "fn a() { borrow_slice(); }"),
+        build_fails("E0106"),
+        write_step("src/lib.rs", "fn a() { original(); }"),
+        build_fails("E0502"),
+        write_step("src/lib.rs", "fn a() { clone_first(); }"),
+        build_fails("E0277"),
+    ]);
+    assert!(LoopDetector::default().replay(&steps).is_empty());
+    // Nor is a failure coming back after the checks got better in between.
+    let mut t = Traj::with_checks(8, 2);
+    t.tests(8, 2, "tests::a");
+    t.edit("src/a.rs", "x = 1", "x = 2", "h1", (8, 2));
+    t.tests(8, 2, "tests::b");
+    t.edit("src/a.rs", "x = 2", "x = 3", "h2", (9, 1));
+    t.tests(9, 1, "tests::c");
+    t.edit("src/a.rs", "x = 3", "x = 4", "h3", (9, 1));
+    t.tests(9, 1, "tests::b");
+    assert!(
+        !t.replay()
+            .iter()
+            .any(|d| d.loop_type == LoopType::ErrorCycle),
+        "{:?}",
+        t.replay()
+    );
+}
+
+#[test]
+fn a_long_read_only_streak_is_judged_by_its_latest_steps() {
+    // Twelve new things read (exploring), then going back over two of them: the early
+    // new ground does not excuse the re-reading now.
+    let mut t = Traj::new();
+    for i in 0..12 {
+        t.read(&format!("src/m{i}.rs"));
+    }
+    t.read("src/m3.rs");
+    t.read("src/new.rs");
+    assert!(t.replay().is_empty(), "{:?}", t.replay());
+    t.read("src/m5.rs");
+    assert_eq!(types(&t.replay()), vec![(LoopType::NoProgress, 15)]);
+    // A short streak with as many re-reads is still exploring.
+    let mut short = Traj::new();
+    for i in 0..5 {
+        short.read(&format!("src/m{i}.rs"));
+    }
+    short.read("src/m1.rs").read("src/x.rs").read("src/m2.rs");
+    assert!(short.replay().is_empty(), "{:?}", short.replay());
+}
