@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::analysis::{Analysis, Info};
+use super::meaning::failure_headline;
 use super::signature::{ActionCategory, ErrorCategory};
 use super::suggest;
 use super::{Detection, LoopThresholds, LoopType};
@@ -426,6 +427,12 @@ fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
     if failure(x) != failure(z) || failure(x) == failure(y) {
         return None;
     }
+    // The very same failure, values included: one test failing with an assertion, then
+    // an exception, then an assertion with another value is debugging one test, not
+    // going back to an approach already tried.
+    if failure_headline(ctx[x].view) != failure_headline(ctx[z].view) {
+        return None;
+    }
     let (first, other) = (&ctx[x], &ctx[y]);
     Some(
         Found {
@@ -533,6 +540,17 @@ fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         .map(|idx| idx[idx.len() - n..].to_vec())
         .filter(|occ| {
             !occ[1..].iter().any(|&i| w[i].fresh) && !w[occ[0] + 1..].iter().any(|s| s.progress)
+        })
+        // A check run after a change the host applied, checked and undid answers that
+        // attempt: it is the agent looking at where it stands, not a repeat.
+        .filter(|occ| {
+            !occ.windows(2).any(|p| {
+                w[p[1]].category == ActionCategory::Check
+                    && w[p[0] + 1..p[1]].iter().any(|s| {
+                        s.category == ActionCategory::Edit
+                            && s.sig.error == Some(ErrorCategory::TestRegression)
+                    })
+            })
         })
         // Edits written differently that change nothing (respacing, recommenting) are a
         // no-progress loop, reported as one; the very same edit again is a repetition.

@@ -77,6 +77,22 @@ pub(crate) fn failure_meaning(category: ErrorCategory, text: &str) -> String {
     }
 }
 
+static LOCATION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[\w./\\-]+:\d+(?::\d+)?|\bline \d+").expect("valid regex"));
+
+/// The first line a failure reports, exactly but for locations and what changes between
+/// identical runs (timings, temporary paths): the values in it (`assert 4 == 5`) stay, so
+/// two failures with this equal are the very same failure, not just one of a kind.
+pub(crate) fn failure_headline(s: &StepView) -> String {
+    let text = s.error.as_deref().unwrap_or(&s.summary);
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    strip_volatile(&LOCATION.replace_all(line, "L"))
+}
+
 static LINE_COMMENT: LazyLock<Regex> = LazyLock::new(|| {
     // `#`, `//` and `--` comments to the end of the line (not `#[attr]`, `#!`, `#include`).
     Regex::new(r"(?m)(?:\s//[^\n]*$|^\s*//[^\n]*$|\s#(?:[^\[!a-z\n][^\n]*)?$|^\s*#(?:[^\[!a-z\n][^\n]*)?$|\s--\s[^\n]*$)")

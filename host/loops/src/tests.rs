@@ -1824,6 +1824,55 @@ fn reworks_that_bring_back_an_earlier_failure_are_an_error_cycle() {
 }
 
 #[test]
+fn a_check_after_a_reverted_change_is_not_a_repeat() {
+    // The host applied the change, ran the checks and undid it; the agent's next check
+    // answers that attempt. Only the re-runs after it, with nothing tried, repeat.
+    let mut t = Traj::new();
+    let clippy = |t: &mut Traj| {
+        t.push(
+            "run_check",
+            Some("clippy"),
+            json!({ "name": "clippy" }),
+            Failure,
+            "clippy: 1 error (exit 101)",
+            Some("error: this `if` has identical blocks"),
+        );
+    };
+    clippy(&mut t);
+    t.read("src/layout.rs");
+    t.push(
+        "edit_file",
+        Some("src/layout.rs"),
+        json!({ "path": "src/layout.rs", "old_text": "x += w;", "new_text": "x += w + gap;" }),
+        Failure,
+        "reverted: edited src/layout.rs; checks: tests: 61 passed, 2 failed (exit 101)",
+        Some("change broke passing check `tests`; file restored"),
+    );
+    clippy(&mut t);
+    t.read("src/layout.rs");
+    clippy(&mut t);
+    assert!(
+        !t.replay()
+            .iter()
+            .any(|d| d.loop_type == LoopType::Repetition),
+        "{:?}",
+        t.replay()
+    );
+    // Without the attempt, three identical runs are a repetition.
+    let mut plain = Traj::new();
+    clippy(&mut plain);
+    plain.read("src/layout.rs");
+    plain.search("identical");
+    clippy(&mut plain);
+    plain.read("src/other.rs");
+    clippy(&mut plain);
+    assert_eq!(
+        plain.replay().first().map(|d| d.loop_type),
+        Some(LoopType::Repetition)
+    );
+}
+
+#[test]
 fn a_revert_back_to_the_first_failure_is_not_an_error_cycle() {
     // The failure before any change comes back after one attempt is undone: trying one
     // thing and taking it back, then trying another, is work.
@@ -1852,6 +1901,44 @@ fn a_revert_back_to_the_first_failure_is_not_an_error_cycle() {
             .any(|d| d.loop_type == LoopType::ErrorCycle),
         "{:?}",
         t.replay()
+    );
+}
+
+#[test]
+fn debugging_one_test_through_an_exception_is_not_an_error_cycle() {
+    // The test fails on its assertion, the first implementation raises, the fixed one
+    // fails the assertion with another value: the same test, worked on.
+    let pytest = |error: &str| {
+        let mut s = repro(error);
+        s.action = "run_check".into();
+        s.parameters = json!({ "name": "tests", "command": "python -m pytest -q" });
+        s
+    };
+    let steps = renumber(vec![
+        edit_step(
+            "tests/test_sum.py",
+            "",
+            "def test_total():\n    assert total([2, 3]) == 5\n",
+        ),
+        pytest("AssertionError: assert 0 == 5"),
+        edit_step("sum.py", "    return 0\n", "    return sum(totl)\n"),
+        pytest("NameError: name 'totl' is not defined"),
+        edit_step(
+            "sum.py",
+            "    return sum(totl)\n",
+            "    return sum(xs[1:])\n",
+        ),
+        pytest("AssertionError: assert 3 == 5"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert!(found.is_empty(), "{found:?}");
+    // The very same assertion back after the rework is the cycle.
+    let mut same = steps.clone();
+    same[5] = pytest("AssertionError: assert 0 == 5");
+    let same = renumber(same);
+    assert_eq!(
+        types(&LoopDetector::default().replay(&same)),
+        vec![(LoopType::ErrorCycle, 6)]
     );
 }
 
