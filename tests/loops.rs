@@ -286,10 +286,9 @@ fn labelled_set_meets_quality_targets() {
 /// It became a development set on 2026-11-25: the detector was improved looking at its
 /// misses and its one false flag (from 23 of 27 loops, 85.2%, and 1 of 27 legitimate
 /// sequences flagged, to 27 of 27 and none flagged), so its score no longer says how the
-/// detector does on unseen work. The held-out set is
-/// now `tests/data/loops/blind2/`, to be scored by a test of its own. Asserted here: the
-/// targets the detector now meets on this set (recall >= 95%, false flags <= 3%), so a
-/// regression fails.
+/// detector does on unseen work. The held-out set is now `tests/data/loops/blind2/`, to be
+/// scored by a test of its own. Asserted here: the targets the detector now meets on this
+/// set (recall >= 95%, false flags <= 3%), so a regression fails.
 #[test]
 fn blind_dev_set_scores() {
     let all = load_dir(&data_dir().join("blind"));
