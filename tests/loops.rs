@@ -280,6 +280,82 @@ fn labelled_set_meets_quality_targets() {
     );
 }
 
+/// The held-out set (`tests/data/loops/blind2/`, 44 sequences), written on 2026-11-25 by
+/// a helper that saw only the step format and the loop definitions, never the detector's
+/// code, its tests or the other labelled data, while the detector was being improved on
+/// the other sets by someone who never opened this folder. Scored on its own, with the
+/// same judge. Issue 11's targets are recall >= 90% (a detection no later than 2 steps
+/// after the labelled step) and false flags <= 5%. First score, 2026-11-25: 15 of 22
+/// loops (68.2%; 4 of the 7 misses detected 3+ steps late) and 2 of 22 legitimate
+/// sequences flagged (9.1%): the detector, at 100% / 0% on every set it was developed
+/// on, does not yet generalise. Asserted: the level reached, so a regression fails.
+///
+/// Do not tune the detector on these files: this test prints rates and misses per loop
+/// type only. Once someone improves the detector looking at this set, it becomes a
+/// development set like `blind/` and a new held-out set has to be written.
+#[test]
+fn blind2_heldout_set_meets_targets() {
+    let all = load_dir(&data_dir().join("blind2"));
+    let detector = LoopDetector::default();
+    let loops: Vec<&Trajectory> = all.iter().filter(|t| t.label.label == Kind::Loop).collect();
+    let legit: Vec<&Trajectory> = all
+        .iter()
+        .filter(|t| t.label.label == Kind::Legit)
+        .collect();
+    assert!(
+        all.len() >= 40 && loops.len() >= 20 && legit.len() >= 20,
+        "held-out set too small: {} files, {} loops, {} legit",
+        all.len(),
+        loops.len(),
+        legit.len()
+    );
+    let mut detected = 0usize;
+    let mut latencies = Vec::new();
+    let mut missed_by_type: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &loops {
+        match judge(&t.label, &detector.replay(&t.steps)) {
+            Outcome::Detected { latency, .. } => {
+                detected += 1;
+                latencies.push(latency);
+            }
+            other => {
+                let kind = format!("{:?}", t.label.loop_type.expect("loop type"));
+                let why = match other {
+                    Outcome::Missed => "missed",
+                    Outcome::Late { .. } => "late",
+                    _ => "premature",
+                };
+                *missed_by_type.entry(format!("{kind} ({why})")).or_default() += 1;
+            }
+        }
+    }
+    let flagged = legit
+        .iter()
+        .filter(|t| !detector.replay(&t.steps).is_empty())
+        .count();
+    let recall = detected as f64 / loops.len() as f64;
+    let false_flags = flagged as f64 / legit.len() as f64;
+    latencies.sort();
+    eprintln!(
+        "\nheld-out set (blind2): loops detected {detected}/{} = {:.1}% | legitimate flagged {flagged}/{} = {:.1}% | latency of detections (steps after the labelled step): min {:?}, median {:?}, max {:?} | not detected in time, by type: {missed_by_type:?}",
+        loops.len(),
+        100.0 * recall,
+        legit.len(),
+        100.0 * false_flags,
+        latencies.first(),
+        latencies.get(latencies.len() / 2),
+        latencies.last(),
+    );
+    assert!(
+        recall >= 0.68,
+        "held-out recall {recall:.3} < 0.68 (the level reached; the target is 0.90)"
+    );
+    assert!(
+        false_flags <= 0.091,
+        "held-out false-flag rate {false_flags:.3} > 0.091 (the level reached; the target is 0.05)"
+    );
+}
+
 /// The first blind set (`tests/data/loops/blind/`), written by someone who saw neither the
 /// detector's code nor the rest of this set, scored on its own with the same judge.
 ///
