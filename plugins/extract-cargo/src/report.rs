@@ -1,9 +1,6 @@
-//! The shape of a test or lint report as facts: one totals fact in the tool's own terms,
-//! then each failing test or diagnostic (errors before warnings, notes last) up to a cap,
-//! then how many more there are and which codes they carry.
-//!
-//! A model reads these facts instead of the output, so what a cap drops must be the least
-//! important part, and what it drops must still be counted.
+//! The shape of a test or lint report as the SDK's facts: the plain report of
+//! `shape.rs` (totals first, errors before warnings, a cap, then how many more and
+//! their codes), stated about a tool.
 //!
 //! Shared by the built-in extractors (each includes this file with `#[path]`), so they
 //! all keep one shape; it lives here because `host/builtins` rebuilds when this folder
@@ -11,129 +8,29 @@
 
 #![allow(dead_code)] // Each extractor uses part of it.
 
+// Relative to this file's folder, whichever crate includes it.
+#[path = "shape.rs"]
+mod shape;
+
 use agentforge_plugin_sdk::{fact, Category, Fact};
+pub use shape::{count, Finding, Severity};
 
-/// How many failing tests or diagnostics a report names one by one.
-pub const CAP: usize = 10;
-
-/// How serious one finding is; reports list errors first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Severity {
-    /// A failing test, a compile error, an error-level diagnostic.
-    Error,
-    /// A warning.
-    Warning,
-    /// A note, an info or style remark: never reported as an error.
-    Note,
+/// The facts of `findings` about `tool`: errors first, then warnings, then notes (stable
+/// within each), at most `shape::CAP` (10) of them, then one fact `N more <what>` naming the codes
+/// of the rest (`F401 ×3, E711`), starting with `warning: ` when no error is among them.
+/// Errors and warnings are error facts; notes are pattern facts.
+pub fn findings(tool: &str, findings: Vec<Finding>, what: &str) -> Vec<Fact> {
+    shape::ordered(findings, what)
+        .into_iter()
+        .map(|s| fact(category(s.kind), s.statement, tool))
+        .collect()
 }
 
-/// One failing test or diagnostic.
-#[derive(Debug, Clone)]
-pub struct Finding {
-    /// How serious it is.
-    pub severity: Severity,
-    /// Its code or rule (`E0308`, `F401`, `no-unused-vars`), when it has one.
-    pub code: Option<String>,
-    /// The whole statement (`test x fails at a.py:3: ...`, `F401 at a.py:1: ...`).
-    pub statement: String,
-}
-
-impl Finding {
-    /// A finding with no code.
-    pub fn new(severity: Severity, statement: impl Into<String>) -> Finding {
-        Finding {
-            severity,
-            code: None,
-            statement: statement.into(),
-        }
-    }
-
-    /// The same finding, carrying `code`.
-    pub fn code(mut self, code: impl Into<String>) -> Finding {
-        let code = code.into();
-        if !code.is_empty() {
-            self.code = Some(code);
-        }
-        self
-    }
-}
-
-/// `n` and `word`, plural when `n` is not 1 (`1 error`, `3 errors`).
-pub fn count(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
-
-/// The facts of `findings`: errors first, then warnings, then notes (stable within each),
-/// at most [`CAP`] of them, then one fact `N more <what>` naming the codes of the rest
-/// (`F401 ×3, E711`), starting with `warning: ` when no error is among them. Errors and
-/// warnings are error facts; notes are pattern facts.
-pub fn findings(tool: &str, mut findings: Vec<Finding>, what: &str) -> Vec<Fact> {
-    findings.sort_by_key(|f| f.severity);
-    let mut out: Vec<Fact> = findings
-        .iter()
-        .take(CAP)
-        .map(|f| fact(category(f.severity), f.statement.clone(), tool))
-        .collect();
-    let rest = &findings[findings.len().min(CAP)..];
-    if !rest.is_empty() {
-        let mut codes: Vec<(&str, usize)> = Vec::new();
-        for code in rest.iter().filter_map(|f| f.code.as_deref()) {
-            match codes.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, n)) => *n += 1,
-                None => codes.push((code, 1)),
-            }
-        }
-        let listed: Vec<String> = codes
-            .iter()
-            .map(|(c, n)| {
-                if *n == 1 {
-                    c.to_string()
-                } else {
-                    format!("{c} ×{n}")
-                }
-            })
-            .collect();
-        // A gate tells warnings from failures by the `warning` a statement starts with.
-        let mut s = match rest[0].severity {
-            Severity::Warning => format!("warning: {} more {what}", rest.len()),
-            _ => format!("{} more {what}", rest.len()),
-        };
-        if !listed.is_empty() {
-            s.push_str(&format!(": {}", listed.join(", ")));
-        }
-        out.push(fact(category(rest[0].severity), s, tool));
-    }
-    out
-}
-
-fn category(s: Severity) -> Category {
-    match s {
-        Severity::Error | Severity::Warning => Category::Error,
-        Severity::Note => Category::Pattern,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_come_first_and_the_rest_is_counted_with_its_codes() {
-        let mut all: Vec<Finding> = (0..12)
-            .map(|i| Finding::new(Severity::Warning, format!("w{i}")).code("W1"))
-            .collect();
-        all.push(Finding::new(Severity::Error, "e0").code("E1"));
-        all.push(Finding::new(Severity::Note, "n0"));
-        let facts = findings("lint", all, "diagnostics");
-        let s: Vec<&str> = facts.iter().map(|f| f.statement.as_str()).collect();
-        assert_eq!(s[0], "e0");
-        assert_eq!(s.len(), CAP + 1);
-        assert_eq!(s[CAP], "warning: 4 more diagnostics: W1 ×3");
-        assert_eq!(count(1, "error"), "1 error");
-        assert_eq!(count(0, "error"), "0 errors");
+/// The SDK's category of a plain report's fact.
+pub fn category(kind: shape::Kind) -> Category {
+    match kind {
+        shape::Kind::Verification => Category::Verification,
+        shape::Kind::Error => Category::Error,
+        shape::Kind::Pattern => Category::Pattern,
     }
 }
