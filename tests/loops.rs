@@ -280,21 +280,21 @@ fn labelled_set_meets_quality_targets() {
     );
 }
 
-/// The held-out set (`tests/data/loops/blind2/`, 44 sequences), written on 2026-11-25 by
-/// a helper that saw only the step format and the loop definitions, never the detector's
-/// code, its tests or the other labelled data, while the detector was being improved on
-/// the other sets by someone who never opened this folder. Scored on its own, with the
-/// same judge. Issue 11's targets are recall >= 90% (a detection no later than 2 steps
-/// after the labelled step) and false flags <= 5%. First score, 2026-11-25: 15 of 22
-/// loops (68.2%; 4 of the 7 misses detected 3+ steps late) and 2 of 22 legitimate
-/// sequences flagged (9.1%): the detector, at 100% / 0% on every set it was developed
-/// on, does not yet generalise. Asserted: the level reached, so a regression fails.
+/// The second blind set (`tests/data/loops/blind2/`, 44 sequences), written on 2026-11-25
+/// by a helper that saw only the step format and the loop definitions, never the
+/// detector's code, its tests or the other labelled data. Scored with the same judge.
 ///
-/// Do not tune the detector on these files: this test prints rates and misses per loop
-/// type only. Once someone improves the detector looking at this set, it becomes a
-/// development set like `blind/` and a new held-out set has to be written.
+/// It became a development set on 2026-11-25, after its first score as the held-out set:
+/// 15 of 22 loops detected in time (68.2%; 4 of the 7 misses detected 3+ steps late) and
+/// 2 of 22 legitimate sequences flagged (9.1%), against issue 11's targets of recall >=
+/// 90% (a detection no later than 2 steps after the labelled step) and false flags <= 5%.
+/// The detector was then improved looking at its misses and false flags (general rules
+/// about progress, not matches on these files), so its score no longer says how the
+/// detector does on unseen work. The held-out set is now `tests/data/loops/blind3/`, scored
+/// by a test someone else adds. Asserted here: the level reached on this set (20 of 22,
+/// 90.9%; 1 of 22 flagged, 4.5%), so a regression fails.
 #[test]
-fn blind2_heldout_set_meets_targets() {
+fn blind2_dev_set_scores() {
     let all = load_dir(&data_dir().join("blind2"));
     let detector = LoopDetector::default();
     let loops: Vec<&Trajectory> = all.iter().filter(|t| t.label.label == Kind::Loop).collect();
@@ -304,7 +304,7 @@ fn blind2_heldout_set_meets_targets() {
         .collect();
     assert!(
         all.len() >= 40 && loops.len() >= 20 && legit.len() >= 20,
-        "held-out set too small: {} files, {} loops, {} legit",
+        "blind2 set too small: {} files, {} loops, {} legit",
         all.len(),
         loops.len(),
         legit.len()
@@ -337,7 +337,7 @@ fn blind2_heldout_set_meets_targets() {
     let false_flags = flagged as f64 / legit.len() as f64;
     latencies.sort();
     eprintln!(
-        "\nheld-out set (blind2): loops detected {detected}/{} = {:.1}% | legitimate flagged {flagged}/{} = {:.1}% | latency of detections (steps after the labelled step): min {:?}, median {:?}, max {:?} | not detected in time, by type: {missed_by_type:?}",
+        "\nblind2 dev set: loops detected {detected}/{} = {:.1}% | legitimate flagged {flagged}/{} = {:.1}% | latency of detections (steps after the labelled step): min {:?}, median {:?}, max {:?} | not detected in time, by type: {missed_by_type:?}",
         loops.len(),
         100.0 * recall,
         legit.len(),
@@ -346,13 +346,10 @@ fn blind2_heldout_set_meets_targets() {
         latencies.get(latencies.len() / 2),
         latencies.last(),
     );
+    assert!(recall >= 0.90, "blind2 dev set recall {recall:.3} < 0.90");
     assert!(
-        recall >= 0.68,
-        "held-out recall {recall:.3} < 0.68 (the level reached; the target is 0.90)"
-    );
-    assert!(
-        false_flags <= 0.091,
-        "held-out false-flag rate {false_flags:.3} > 0.091 (the level reached; the target is 0.05)"
+        false_flags <= 0.05,
+        "blind2 dev set false-flag rate {false_flags:.3} > 0.05"
     );
 }
 
@@ -362,8 +359,8 @@ fn blind2_heldout_set_meets_targets() {
 /// It became a development set on 2026-11-25: the detector was improved looking at its
 /// misses and its one false flag (from 23 of 27 loops, 85.2%, and 1 of 27 legitimate
 /// sequences flagged, to 27 of 27 and none flagged), so its score no longer says how the
-/// detector does on unseen work. The held-out set is now `tests/data/loops/blind2/`, to be
-/// scored by a test of its own. Asserted here: the targets the detector now meets on this
+/// detector does on unseen work. The next held-out set, `tests/data/loops/blind2/`, has
+/// since become a development set too (see [`blind2_dev_set_scores`]). Asserted here: the targets the detector now meets on this
 /// set (recall >= 95%, false flags <= 3%), so a regression fails.
 #[test]
 fn blind_dev_set_scores() {

@@ -16,11 +16,12 @@ use serde_json::Value;
 
 use super::meaning::{
     code_diff, code_id, code_lines, content_words, failure_meaning, output_differs,
-    output_fingerprint, same_message,
+    output_fingerprint, output_wording, same_message,
 };
 use super::signature::{
-    command_of, normalize_error, normalize_params, normalize_path, param_str, search_pattern,
-    search_term, strip_volatile, target_of, ActionCategory, ActionSignature, ErrorCategory,
+    command_of, failure_text, normalize_error, normalize_params, normalize_path, param_str,
+    search_pattern, search_term, strip_volatile, target_of, ActionCategory, ActionSignature,
+    ErrorCategory,
 };
 use super::StepView;
 use agentforge_core::actions::ContextItem;
@@ -60,6 +61,9 @@ impl Prepared {
         let mut edits: HashMap<String, Vec<CodeDiff>> = HashMap::new();
         // Per file, what its last change wrote where (a range or the whole file) as code.
         let mut last_write: HashMap<String, (String, String)> = HashMap::new();
+        // Per file, without recorded hashes: the code its text edits added and removed
+        // so far, so that a file put back by other edits than the exact undo shows as back.
+        let mut net: HashMap<String, NetChange> = HashMap::new();
         let mut changed_so_far = false;
         let steps = history
             .iter()
@@ -91,7 +95,19 @@ impl Prepared {
                         _ => {}
                     }
                 }
-                let content = if noop { Vec::new() } else { content_ids(s) };
+                let mut content = if noop { Vec::new() } else { content_ids(s) };
+                if s.file_hashes.is_empty() {
+                    for (file, id) in &mut content {
+                        let state = net.entry(file.clone()).or_default();
+                        match edit.as_ref().filter(|(f, _)| f == file) {
+                            Some((_, (removed, added))) => {
+                                state.apply(removed, added);
+                                *id = state.id();
+                            }
+                            None => *state = NetChange::from_base(id),
+                        }
+                    }
+                }
                 let undo = undone_edit(edit.as_ref(), &edits);
                 changed_so_far |= !content.is_empty() || noop;
                 let mut facts = ContentFacts {
@@ -123,6 +139,51 @@ impl Prepared {
             .collect();
         let fixed = history.iter().map(Fixed::of).collect();
         Prepared { steps, fixed }
+    }
+}
+
+/// A file's content as its text edits tell it, for logs without file hashes: the code
+/// lines added and removed since its last known state (the start, or a whole write). Two
+/// moments with the same net change hold the same code, however the edits got there:
+/// removing a line one edit added, after another edit reworded it, puts the file back.
+#[derive(Debug, Default, Clone)]
+struct NetChange {
+    base: String,
+    removed: BTreeSet<String>,
+    added: BTreeSet<String>,
+}
+
+impl NetChange {
+    fn from_base(id: &str) -> NetChange {
+        NetChange {
+            base: id.to_string(),
+            ..NetChange::default()
+        }
+    }
+
+    fn apply(&mut self, removed: &[String], added: &[String]) {
+        for line in removed {
+            if !self.added.remove(line) {
+                self.removed.insert(line.clone());
+            }
+        }
+        for line in added {
+            if !self.removed.remove(line) {
+                self.added.insert(line.clone());
+            }
+        }
+    }
+
+    fn id(&self) -> String {
+        let mut text = self.base.clone();
+        for (sign, lines) in [('-', &self.removed), ('+', &self.added)] {
+            for l in lines {
+                text.push('\n');
+                text.push(sign);
+                text.push_str(l);
+            }
+        }
+        format!("net:{}", agentforge_core::hash::tagged(text.as_bytes()))
     }
 }
 
@@ -434,6 +495,8 @@ pub(crate) struct Info<'a> {
     words: Option<BTreeSet<String>>,
     /// Fingerprint of its output ([`output_fingerprint`]).
     output: Option<String>,
+    /// Of a failed step with output text: its words, values left out ([`output_wording`]).
+    wording: Option<String>,
 }
 
 impl Info<'_> {
@@ -693,6 +756,7 @@ pub(crate) struct Fixed {
     words: Option<BTreeSet<String>>,
     segs: Vec<Segment>,
     output: Option<String>,
+    wording: Option<String>,
 }
 
 impl Fixed {
@@ -709,8 +773,7 @@ impl Fixed {
         let block =
             blockable.then(|| format!("{}:{}", view.action, target_of(view).unwrap_or_default()));
         let failed = matches!(view.result, ActionResult::Failure | ActionResult::Skipped);
-        let error_fp =
-            failed.then(|| normalize_error(view.error.as_deref().unwrap_or(&view.summary)));
+        let error_fp = failed.then(|| normalize_error(failure_text(view)));
         let params = normalize_params(&view.parameters);
         let is_check = category == ActionCategory::Check;
         let verif = (is_check && view.result != ActionResult::Success).then(|| {
@@ -732,7 +795,7 @@ impl Fixed {
             failed.then(|| {
                 failure_meaning(
                     sig.error.unwrap_or(ErrorCategory::Other),
-                    view.error.as_deref().unwrap_or(&view.summary),
+                    failure_text(view),
                 )
             })
         });
@@ -766,6 +829,7 @@ impl Fixed {
             words,
             segs,
             output: output_fingerprint(view),
+            wording: failed.then(|| output_wording(view)).flatten(),
         }
     }
 }
@@ -793,6 +857,7 @@ fn analyse_step<'a>(
         words,
         segs,
         output,
+        wording,
     } = fixed.clone();
     let category = sig.category;
     let is_check = category == ActionCategory::Check;
@@ -803,11 +868,13 @@ fn analyse_step<'a>(
             .any(|b| b.view.action == view.action && b.params == params);
 
     let same_approach = before.iter().rposition(|b| b.approach == approach);
-    // The same call made before (same action, same arguments): did its output move on?
-    let same_call = before
-        .iter()
-        .rev()
-        .find(|b| b.view.action == view.action && b.params == params);
+    // The same call made before (same action, same arguments; for a command, the same
+    // command line however long it waited first): did its output move on?
+    let is_command = command_of(view).is_some();
+    let same_call = before.iter().rev().find(|b| {
+        b.view.action == view.action
+            && (b.params == params || (is_command && b.approach == approach))
+    });
     let grew = match (same_call, view.output_len) {
         (Some(b), Some(now)) => b.view.output_len.is_some_and(|then| now > then),
         _ => false,
@@ -888,7 +955,12 @@ fn analyse_step<'a>(
             .iter()
             .rev()
             .find(|b| b.failed && b.approach == approach);
-        polled || prev_failure.is_none_or(|b| b.error_fp != error_fp)
+        // The same failing command whose output says other things in other words (not
+        // just other values: `pending` became `pass` for two of four jobs) shows the
+        // world moved on: a failing poll, not a repeat.
+        let reworded =
+            output_new && prev_failure.is_some_and(|b| wording.is_some() && b.wording != wording);
+        polled || reworded || prev_failure.is_none_or(|b| b.error_fp != error_fp)
     } else if category == ActionCategory::Control {
         true
     } else if let Some(words) = &words {
@@ -991,6 +1063,7 @@ fn analyse_step<'a>(
         range,
         words,
         output,
+        wording,
     }
 }
 

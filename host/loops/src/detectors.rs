@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::analysis::{Analysis, Info};
 use super::meaning::failure_headline;
-use super::signature::{ActionCategory, ErrorCategory};
+use super::signature::{command_head, ActionCategory, ErrorCategory};
 use super::suggest;
 use super::{Detection, LoopThresholds, LoopType};
 use agentforge_core::state::ActionResult;
@@ -37,6 +37,9 @@ const ALL_NEW_FACTOR: usize = 3;
 /// A read-only streak this many times `no_progress_reads` long is judged by its latest
 /// steps alone (the length an exploration at the start of a task is allowed).
 const LONG_STREAK: usize = 2;
+/// Approaches among failures of one kind, spread out with other steps between them,
+/// before they count as a semantic loop (two suffice for failures in a row).
+const SPREAD_APPROACHES: usize = 3;
 /// Evidence lines kept per detection.
 const MAX_EVIDENCE: usize = 8;
 
@@ -327,7 +330,90 @@ fn first_line(text: &str) -> String {
 /// Failures alternating between approaches: in a row (A fails, B fails, A fails again),
 /// or across reworks of the same code (see [`attempts_cycle`]).
 fn error_cycle(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
-    failing_cycle(a, t).or_else(|| attempts_cycle(a))
+    failing_cycle(a, t)
+        .or_else(|| attempts_cycle(a))
+        .or_else(|| failure_returns(a))
+}
+
+/// Changes that bring back, word for word, failures already had since verification last
+/// got better, before they count as a loop.
+const MIN_FAILURE_RETURNS: usize = 2;
+/// Words a failure's first line needs to tell one failure from another.
+const MIN_HEADLINE_WORDS: usize = 3;
+
+/// Changes followed again and again by a failure already seen since verification last got
+/// better (the very same failure: its kind and its first line, values included): the
+/// attempts go round known failures (A, B, C, C, A, B), whichever order they come back
+/// in, and learn nothing new. A warning, never a block.
+fn failure_returns(a: &Analysis<'_>) -> Option<Detection> {
+    let ctx = &a.ctx;
+    let last = a.last().filter(|l| l.failed && l.failure.is_some())?;
+    let start = ctx.iter().rposition(|s| s.improved).map_or(0, |p| p + 1);
+    // Each failure by its kind and its first line: the output around it (a traceback's
+    // frames, a warning printed on the way) varies with the attempt, the failure does not.
+    let mut seen: Vec<(Option<ErrorCategory>, String, usize)> = Vec::new();
+    let mut returns: Vec<(usize, usize, bool)> = Vec::new();
+    let mut changed = false;
+    for (i, s) in ctx.iter().enumerate().skip(start) {
+        if s.mutated() {
+            changed = true;
+            continue;
+        }
+        if !s.failed {
+            continue;
+        }
+        let headline = failure_headline(s.view);
+        // Too short to tell one failure from another (`exit status 1`).
+        if headline.split_whitespace().count() < MIN_HEADLINE_WORDS {
+            continue;
+        }
+        let kind = s.sig.error;
+        if changed {
+            if let Some(&(_, _, j)) = seen.iter().find(|(k, h, _)| *k == kind && *h == headline) {
+                // Back to a failure other than the one just had: going round.
+                let back = seen
+                    .last()
+                    .is_some_and(|(k, h, _)| *k != kind || *h != headline);
+                returns.push((j, i, back));
+            }
+        }
+        seen.push((kind, headline, i));
+        changed = false;
+    }
+    // The same failure after every change is verification left as it was (a no-progress
+    // loop, reported as one): going round needs a return to another failure than the last.
+    if returns.len() < MIN_FAILURE_RETURNS
+        || returns.last().map(|r| r.1) != Some(ctx.len() - 1)
+        || !returns.iter().any(|r| r.2)
+    {
+        return None;
+    }
+    let (then, _, _) = *returns.last().expect("non-empty");
+    // The failure had just before this one came back, for the suggestions.
+    let last_headline = failure_headline(last.view);
+    let other = seen
+        .iter()
+        .rev()
+        .find(|(_, h, _)| *h != last_headline)
+        .map_or(then, |(_, _, i)| *i);
+    let distinct: BTreeSet<&str> = seen.iter().map(|(_, h, _)| h.as_str()).collect();
+    Some(
+        Found {
+            loop_type: LoopType::ErrorCycle,
+            confidence: 0.75,
+            description: format!(
+                "error cycling: {} changes ended in a failure already had ({} different failures since verification last got better); the last brought back step {}'s: {}",
+                returns.len(),
+                distinct.len(),
+                ctx[then].view.step,
+                first_line(last.view.error.as_deref().unwrap_or(&last.view.summary)),
+            ),
+            evidence: describe_all(ctx[start..].iter().filter(|s| s.mutated() || s.failed)),
+            suggestions: suggest::attempts_cycle(last, &ctx[other]),
+            block: None,
+        }
+        .at(a),
+    )
 }
 
 /// Failures alternating between approaches since the last progress: A fails, B fails,
@@ -650,14 +736,42 @@ fn attempts_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> 
     )
 }
 
-/// Consecutive failures of different actions with one kind of error.
+/// Failures of different actions with one kind of error: `semantic` in a row, or the
+/// last `semantic` failures since the last progress, by at least [`SPREAD_APPROACHES`]
+/// approaches, with steps between them that moved nothing (an install that changed
+/// nothing, a look at `sys.path`): the failure says the same however the attempt is
+/// varied.
 fn failing_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let w = a.window();
     let n = t.semantic.max(2);
-    if w.len() < n {
+    if w.len() < n || !a.last().is_some_and(|l| l.failed) {
         return None;
     }
-    let tail = &w[w.len() - n..];
+    let consecutive = w[w.len() - n..].iter().all(|s| s.failed);
+    let tail: Vec<&Info<'_>> = if consecutive {
+        w[w.len() - n..].iter().collect()
+    } else {
+        let start = w.iter().rposition(|s| s.progress).map_or(0, |p| p + 1);
+        let fails: Vec<&Info<'_>> = w[start..].iter().filter(|s| s.failed).collect();
+        if fails.len() < n {
+            return None;
+        }
+        let tail = fails[fails.len() - n..].to_vec();
+        // The same command succeeding in between with other arguments (halving a range
+        // to find a bad record) shows the variations matter: a search, not a loop.
+        let heads: BTreeSet<String> = tail.iter().filter_map(|s| command_head(s.view)).collect();
+        let first = w
+            .iter()
+            .position(|s| std::ptr::eq(s, tail[0]))
+            .unwrap_or(start);
+        if w[first..]
+            .iter()
+            .any(|s| !s.failed && command_head(s.view).is_some_and(|h| heads.contains(&h)))
+        {
+            return None;
+        }
+        tail
+    };
     if !tail
         .iter()
         .all(|s| s.failed && !s.improved && !s.grew && !s.output_new)
@@ -665,7 +779,8 @@ fn failing_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         return None;
     }
     let approaches: BTreeSet<&str> = tail.iter().map(|s| s.approach.as_str()).collect();
-    if approaches.len() < 2 {
+    let min_approaches = if consecutive { 2 } else { SPREAD_APPROACHES };
+    if approaches.len() < min_approaches {
         return None;
     }
     let category = tail[0].sig.error?;
@@ -684,7 +799,7 @@ fn failing_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
                 "{} different approaches in a row all failing with a `{category}` error",
                 approaches.len()
             ),
-            evidence: describe_all(tail),
+            evidence: describe_all(tail.iter().copied()),
             suggestions: suggest::semantic(category),
             block: None,
         }

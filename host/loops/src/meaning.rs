@@ -84,6 +84,7 @@ static LOCATION: LazyLock<Regex> =
 /// identical runs (timings, temporary paths): the values in it (`assert 4 == 5`) stay, so
 /// two failures with this equal are the very same failure, not just one of a kind.
 pub(crate) fn failure_headline(s: &StepView) -> String {
+    // Not the output's last line: that is often a runner's generic trailer (`FAIL pkg`).
     let text = s.error.as_deref().unwrap_or(&s.summary);
     let line = text
         .lines()
@@ -195,6 +196,31 @@ pub(crate) fn output_fingerprint(s: &StepView) -> Option<String> {
         return Some(format!("t:{}", hex(t.trim())));
     }
     s.output_hash.as_ref().map(|h| format!("h:{h}"))
+}
+
+static VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"`[^`\n]{0,200}`|"[^"\n]{0,200}"|'[^'\n]{0,200}'|[\w.~-]*(?:/[\w.~-]+)+|\b[0-9a-fA-F]{7,}\b|\d+(?:\.\d+)*[a-zµ]{0,3}"#)
+        .expect("valid regex")
+});
+
+/// A fingerprint of what an output text says in words, its values (numbers, durations,
+/// quoted names, paths, hashes) left out: two failures of one command that differ here
+/// report other things (`pending` became `pass`), not the same thing with other values.
+/// `None` when the step has no output text.
+pub(crate) fn output_wording(s: &StepView) -> Option<String> {
+    let text = s.output.as_deref()?;
+    let text = if text.len() > MAX_OUTPUT {
+        let mut tail = text.len() - MAX_OUTPUT;
+        while !text.is_char_boundary(tail) {
+            tail += 1;
+        }
+        &text[tail..]
+    } else {
+        text
+    };
+    let words = VALUE.replace_all(text, "_");
+    let words: Vec<&str> = words.split_whitespace().collect();
+    Some(hex(&words.join(" ")))
 }
 
 /// Whether output `now` shows something that output `then` of the same call did not.

@@ -319,7 +319,7 @@ impl ActionSignature {
             _ => None,
         };
         let error = matches!(s.result, ActionResult::Failure | ActionResult::Skipped)
-            .then(|| ErrorCategory::of(&s.action, s.result, s.error.as_deref(), &s.summary));
+            .then(|| ErrorCategory::of(&s.action, s.result, Some(failure_text(s)), &s.summary));
         ActionSignature {
             category,
             target,
@@ -380,6 +380,22 @@ pub(crate) fn search_pattern(s: &StepView) -> Option<&str> {
         .or_else(|| target_of(s))
 }
 
+/// What a failed step says went wrong: its error text, else its summary, else the last
+/// line of its output (logs from other agents often keep a failing command's error only
+/// in its output, where the error comes last).
+pub(crate) fn failure_text(s: &StepView) -> &str {
+    if let Some(e) = s.error.as_deref().filter(|e| !e.trim().is_empty()) {
+        return e;
+    }
+    if !s.summary.trim().is_empty() {
+        return &s.summary;
+    }
+    s.output
+        .as_deref()
+        .and_then(|o| o.lines().rev().map(str::trim).find(|l| !l.is_empty()))
+        .unwrap_or("")
+}
+
 /// The command line a shell-like step runs.
 pub(crate) fn command_of(s: &StepView) -> Option<&str> {
     ["command", "cmd", "code", "script"]
@@ -387,13 +403,32 @@ pub(crate) fn command_of(s: &StepView) -> Option<&str> {
         .find_map(|k| param_str(&s.parameters, k))
 }
 
-/// A command line in one spelling: whitespace collapsed, a leading `cd <dir> &&` dropped.
+static LEADING_WAIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^sleep\s+\d+(?:\.\d+)?[smh]?\s*(?:;|&&)\s*").expect("valid regex")
+});
+
+/// A command line in one spelling: whitespace collapsed, a leading `cd <dir> &&` dropped,
+/// and a leading wait (`sleep 90; `) dropped: how long to wait before a command is not
+/// what it runs, like a timeout argument (its output says whether anything moved on).
 fn normalize_command(c: &str) -> String {
     let c = c.split_whitespace().collect::<Vec<_>>().join(" ");
-    match c.strip_prefix("cd ").and_then(|r| r.split_once(" && ")) {
+    let c = match c.strip_prefix("cd ").and_then(|r| r.split_once(" && ")) {
         Some((_, rest)) => rest.to_string(),
         None => c,
-    }
+    };
+    LEADING_WAIT.replace(&c, "").into_owned()
+}
+
+/// What a command runs, its arguments aside: its first two words after any leading
+/// environment assignments (`python load.py`, `cargo build`, `npm start`).
+pub(crate) fn command_head(s: &StepView) -> Option<String> {
+    let c = normalize_command(command_of(s)?);
+    let words: Vec<&str> = c
+        .split_whitespace()
+        .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+        .take(2)
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 /// The string argument `key`, if present.

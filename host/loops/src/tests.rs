@@ -1963,3 +1963,195 @@ fn a_long_read_only_streak_is_judged_by_its_latest_steps() {
     short.read("src/m1.rs").read("src/x.rs").read("src/m2.rs");
     assert!(short.replay().is_empty(), "{:?}", short.replay());
 }
+
+/// A shell command that fails; `output` is all the log keeps of what went wrong.
+fn command_fails(command: &str, output: &str) -> StepView {
+    step(json!({
+        "step": 0, "action": "run_command", "result": "failure",
+        "parameters": { "command": command }, "output": output,
+    }))
+}
+
+fn command_succeeds(command: &str, output: &str) -> StepView {
+    step(json!({
+        "step": 0, "action": "run_command", "result": "success",
+        "parameters": { "command": command }, "output": output,
+    }))
+}
+
+#[test]
+fn a_failing_poll_whose_output_says_other_things_is_not_a_repeat() {
+    // The same status command after waits of different lengths; it fails while jobs are
+    // pending, and each poll shows more of them done.
+    let poll = |output: &str| {
+        let mut s = command_fails("sleep 60; ci status 42", output);
+        s.error = Some("exit status 8 (checks pending)".into());
+        s
+    };
+    let mut steps = vec![
+        poll("lint pending 0\nunit pending 0\nbuild pending 0"),
+        poll("lint pass 41s\nunit pending 0\nbuild pending 0"),
+        poll("lint pass 41s\nunit pass 2m3s\nbuild pending 0"),
+    ];
+    steps[1].parameters = json!({ "command": "sleep 90; ci status 42" });
+    steps[2].parameters = json!({ "command": "sleep 120 && ci status 42" });
+    let moving = renumber(steps.clone());
+    let found = LoopDetector::default().replay(&moving);
+    assert!(found.is_empty(), "{found:?}");
+    // The same output each time (other timings aside): the waits do not make it new.
+    let mut stuck = steps;
+    stuck[1].output = Some("lint pending 0\nunit pending 0\nbuild pending 0".into());
+    stuck[2].output = Some("lint pending 0\nunit pending 0\nbuild pending 0".into());
+    let found = LoopDetector::default().replay(&renumber(stuck));
+    assert_eq!(types(&found), vec![(LoopType::IdenticalAction, 3)]);
+}
+
+#[test]
+fn a_failure_kept_only_in_the_output_has_its_kind() {
+    // No error text, no summary: the error is the output's last line.
+    let s = command_fails(
+        "python -m app",
+        "Traceback ...\n.venv/bin/python: No module named app\n",
+    );
+    assert_eq!(
+        ActionSignature::of(&s).error,
+        Some(ErrorCategory::Dependency)
+    );
+}
+
+#[test]
+fn one_failure_through_varied_commands_with_steps_between_is_a_semantic_loop() {
+    // Four differently varied commands, one missing module; an install and a look at
+    // the path in between change nothing.
+    let missing = "ModuleNotFoundError: No module named 'structlog'";
+    let steps = renumber(vec![
+        command_fails("python -m pytest -q", missing),
+        command_fails("PYTHONPATH=src python -m app", missing),
+        command_succeeds("pip install -e .", "Successfully installed app-0.9.0"),
+        command_fails("python -m pytest -q --import-mode=importlib", missing),
+        command_succeeds(
+            "python -c 'import sys; print(sys.path)'",
+            "['', '/usr/lib/python3.11']",
+        ),
+        command_fails("cd src && python -m pytest -q ../tests", missing),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(
+        types(&found),
+        vec![(LoopType::SemanticLoop, 6)],
+        "{found:?}"
+    );
+    assert_eq!(found[0].block, None);
+    // The same command succeeding in between with other arguments: halving a range to
+    // find the bad record, the variations matter.
+    let bad = "decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]";
+    let bisect = renumber(vec![
+        command_fails("python load.py data.csv", bad),
+        command_fails("python load.py data.csv --start 0 --end 500", bad),
+        command_succeeds("python load.py data.csv --start 0 --end 250", "250 rows"),
+        command_fails("python load.py data.csv --start 250 --end 500", bad),
+        command_succeeds("python load.py data.csv --start 250 --end 375", "125 rows"),
+        command_fails("python load.py data.csv --start 375 --end 500", bad),
+        command_fails("python load.py data.csv --start 375 --end 440", bad),
+    ]);
+    let found = LoopDetector::default().replay(&bisect);
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn a_file_put_back_by_other_edits_than_the_exact_undo_returns() {
+    // No file hashes: a line added, removed; another added, reworded, removed. The file
+    // is back where it was twice, though no edit undoes the one before it exactly.
+    let build = |error: &str| {
+        step(json!({
+            "step": 0, "action": "run_check", "target": "build", "result": "failure",
+            "parameters": { "name": "build", "command": "go build ./..." }, "error": error,
+        }))
+    };
+    let steps = renumber(vec![
+        edit_step("go.mod", "", "replace a => ../fork"),
+        build("reading ../fork/go.mod: no such file or directory"),
+        edit_step("go.mod", "replace a => ../fork", ""),
+        edit_step("vendor/a/c.go", "ack(m)", "ack(m)\nreturn"),
+        edit_step("go.mod", "", "replace a => ../queue"),
+        build("unexpected module path of ../queue"),
+        edit_step("go.mod", "replace a => ../queue", "replace a => b v1.4.1"),
+        build("invalid version: unknown revision v1.4.1"),
+        edit_step("go.mod", "replace a => b v1.4.1", ""),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(types(&found), vec![(LoopType::Oscillation, 9)], "{found:?}");
+    // Edits that move on (each adds a line never had) do not.
+    let mut onward = steps.clone();
+    onward[8] = edit_step("go.mod", "replace a => b v1.4.1", "replace a => b v1.4.2");
+    let found = LoopDetector::default().replay(&renumber(onward));
+    assert!(
+        !found.iter().any(|d| d.loop_type == LoopType::Oscillation),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn changes_that_go_round_known_failures_are_an_error_cycle() {
+    let pytest = |error: &str| {
+        let mut s = repro(error);
+        s.action = "run_check".into();
+        s.parameters = json!({ "name": "tests", "command": "python -m pytest -q" });
+        s
+    };
+    let (a, b, c) = (
+        "RuntimeError: asyncio.run() cannot be called from a running event loop",
+        "RuntimeError: This event loop is already running",
+        "RuntimeError: Cannot run the event loop while another loop is running",
+    );
+    let attempt = |old: &str, new: &str| edit_step("client.py", old, new);
+    let steps = renumber(vec![
+        pytest(a),
+        attempt(
+            "asyncio.run(f())",
+            "get_event_loop().run_until_complete(f())",
+        ),
+        pytest(b),
+        attempt(
+            "get_event_loop().run_until_complete(f())",
+            "Runner().run(f())",
+        ),
+        pytest(c),
+        attempt(
+            "Runner().run(f())",
+            "new_event_loop().run_until_complete(f())",
+        ),
+        pytest(c),
+        attempt(
+            "new_event_loop().run_until_complete(f())",
+            "asyncio.run(wait_for(f()))",
+        ),
+        pytest(a),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    // (C twice in a row is verification left as it was: reported as such at step 7.)
+    let cycle: Vec<&Detection> = found
+        .iter()
+        .filter(|d| d.loop_type == LoopType::ErrorCycle)
+        .collect();
+    assert_eq!(cycle.first().map(|d| d.step), Some(9), "{found:?}");
+    assert_eq!(cycle[0].block, None);
+    assert!(cycle[0].suggestions[0].contains("cannot be called"));
+    assert!(cycle[0].suggestions[0].contains("another loop is running"));
+    // The same failure after every change is verification left as it was, not a cycle.
+    let mut same = steps.clone();
+    for i in [2, 4, 6, 8] {
+        same[i] = pytest(a);
+    }
+    let found = LoopDetector::default().replay(&renumber(same));
+    assert!(
+        !found.iter().any(|d| d.loop_type == LoopType::ErrorCycle),
+        "{found:?}"
+    );
+    // New failures each time (a cascade being worked through) are no cycle either.
+    let mut cascade = steps;
+    cascade[6] = pytest("TypeError: f() takes 0 positional arguments but 1 was given");
+    cascade[8] = pytest("KeyError: 'id'");
+    let found = LoopDetector::default().replay(&renumber(cascade));
+    assert!(found.is_empty(), "{found:?}");
+}
