@@ -8,20 +8,22 @@
 //! stays linear in the history per prefix; everything else is computed over a bounded
 //! context of the most recent steps.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
 use super::meaning::{
-    code_diff, code_id, code_lines, content_words, failure_meaning, output_differs,
-    output_fingerprint, output_wording, same_message,
+    code_diff, code_id, code_lines, content_words, failure_headline, failure_meaning,
+    output_differs, output_fingerprint, output_wording, same_message,
 };
 use super::signature::{
-    command_of, failure_text, normalize_error, normalize_params, normalize_path, param_str,
-    search_pattern, search_term, strip_volatile, target_of, ActionCategory, ActionSignature,
-    ErrorCategory,
+    command_head, command_of, failure_text, normalize_error, normalize_params, normalize_path,
+    param_str, search_pattern, search_term, strip_volatile, target_of, ActionCategory,
+    ActionSignature, ErrorCategory,
 };
 use super::StepView;
 use agentforge_core::actions::ContextItem;
@@ -495,8 +497,12 @@ pub(crate) struct Info<'a> {
     words: Option<BTreeSet<String>>,
     /// Fingerprint of its output ([`output_fingerprint`]).
     output: Option<String>,
-    /// Of a failed step with output text: its words, values left out ([`output_wording`]).
-    wording: Option<String>,
+    /// Of a failed step: its [`failure_headline`] (empty otherwise).
+    pub headline: Rc<str>,
+    /// Of a command: what it runs, arguments aside ([`command_head`]).
+    pub head: Option<Rc<str>>,
+    /// Its output's [`output_wording`], worked out the first time a prefix needs it.
+    wording: Rc<OnceCell<Option<String>>>,
 }
 
 impl Info<'_> {
@@ -756,7 +762,10 @@ pub(crate) struct Fixed {
     words: Option<BTreeSet<String>>,
     segs: Vec<Segment>,
     output: Option<String>,
-    wording: Option<String>,
+    // Shared, not copied, by every prefix's analysis of the step.
+    wording: Rc<OnceCell<Option<String>>>,
+    headline: Rc<str>,
+    head: Option<Rc<str>>,
 }
 
 impl Fixed {
@@ -829,7 +838,13 @@ impl Fixed {
             words,
             segs,
             output: output_fingerprint(view),
-            wording: failed.then(|| output_wording(view)).flatten(),
+            headline: if failed {
+                Rc::from(failure_headline(view))
+            } else {
+                Rc::from("")
+            },
+            head: command_head(view).map(Rc::from),
+            wording: Rc::default(),
         }
     }
 }
@@ -857,6 +872,8 @@ fn analyse_step<'a>(
         words,
         segs,
         output,
+        headline,
+        head,
         wording,
     } = fixed.clone();
     let category = sig.category;
@@ -958,8 +975,11 @@ fn analyse_step<'a>(
         // The same failing command whose output says other things in other words (not
         // just other values: `pending` became `pass` for two of four jobs) shows the
         // world moved on: a failing poll, not a repeat.
-        let reworded =
-            output_new && prev_failure.is_some_and(|b| wording.is_some() && b.wording != wording);
+        let reworded = output_new
+            && prev_failure.is_some_and(|b| {
+                let now = wording.get_or_init(|| output_wording(view));
+                now.is_some() && b.wording.get_or_init(|| output_wording(b.view)) != now
+            });
         polled || reworded || prev_failure.is_none_or(|b| b.error_fp != error_fp)
     } else if category == ActionCategory::Control {
         true
@@ -1063,6 +1083,8 @@ fn analyse_step<'a>(
         range,
         words,
         output,
+        headline,
+        head,
         wording,
     }
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::analysis::{Analysis, Info};
 use super::meaning::failure_headline;
-use super::signature::{command_head, ActionCategory, ErrorCategory};
+use super::signature::{ActionCategory, ErrorCategory};
 use super::suggest;
 use super::{Detection, LoopThresholds, LoopType};
 use agentforge_core::state::ActionResult;
@@ -351,7 +351,7 @@ fn failure_returns(a: &Analysis<'_>) -> Option<Detection> {
     let start = ctx.iter().rposition(|s| s.improved).map_or(0, |p| p + 1);
     // Each failure by its kind and its first line: the output around it (a traceback's
     // frames, a warning printed on the way) varies with the attempt, the failure does not.
-    let mut seen: Vec<(Option<ErrorCategory>, String, usize)> = Vec::new();
+    let mut seen: Vec<(Option<ErrorCategory>, &str, usize)> = Vec::new();
     let mut returns: Vec<(usize, usize, bool)> = Vec::new();
     let mut changed = false;
     for (i, s) in ctx.iter().enumerate().skip(start) {
@@ -362,7 +362,7 @@ fn failure_returns(a: &Analysis<'_>) -> Option<Detection> {
         if !s.failed {
             continue;
         }
-        let headline = failure_headline(s.view);
+        let headline: &str = &s.headline;
         // Too short to tell one failure from another (`exit status 1`).
         if headline.split_whitespace().count() < MIN_HEADLINE_WORDS {
             continue;
@@ -390,13 +390,13 @@ fn failure_returns(a: &Analysis<'_>) -> Option<Detection> {
     }
     let (then, _, _) = *returns.last().expect("non-empty");
     // The failure had just before this one came back, for the suggestions.
-    let last_headline = failure_headline(last.view);
+    let last_headline: &str = &last.headline;
     let other = seen
         .iter()
         .rev()
         .find(|(_, h, _)| *h != last_headline)
         .map_or(then, |(_, _, i)| *i);
-    let distinct: BTreeSet<&str> = seen.iter().map(|(_, h, _)| h.as_str()).collect();
+    let distinct: BTreeSet<&str> = seen.iter().map(|(_, h, _)| *h).collect();
     Some(
         Found {
             loop_type: LoopType::ErrorCycle,
@@ -408,7 +408,17 @@ fn failure_returns(a: &Analysis<'_>) -> Option<Detection> {
                 ctx[then].view.step,
                 first_line(last.view.error.as_deref().unwrap_or(&last.view.summary)),
             ),
-            evidence: describe_all(ctx[start..].iter().filter(|s| s.mutated() || s.failed)),
+            // Only the lines kept (describing a step is the costly part).
+            evidence: describe_all(
+                ctx[start..]
+                    .iter()
+                    .filter(|s| s.mutated() || s.failed)
+                    .rev()
+                    .take(MAX_EVIDENCE)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev(),
+            ),
             suggestions: suggest::attempts_cycle(last, &ctx[other]),
             block: None,
         }
@@ -759,14 +769,14 @@ fn failing_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         let tail = fails[fails.len() - n..].to_vec();
         // The same command succeeding in between with other arguments (halving a range
         // to find a bad record) shows the variations matter: a search, not a loop.
-        let heads: BTreeSet<String> = tail.iter().filter_map(|s| command_head(s.view)).collect();
+        let heads: BTreeSet<&str> = tail.iter().filter_map(|s| s.head.as_deref()).collect();
         let first = w
             .iter()
             .position(|s| std::ptr::eq(s, tail[0]))
             .unwrap_or(start);
         if w[first..]
             .iter()
-            .any(|s| !s.failed && command_head(s.view).is_some_and(|h| heads.contains(&h)))
+            .any(|s| !s.failed && s.head.as_deref().is_some_and(|h| heads.contains(h)))
         {
             return None;
         }

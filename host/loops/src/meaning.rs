@@ -203,22 +203,30 @@ static VALUE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
+/// Longest output text whose wording is compared.
+const MAX_WORDING: usize = 8 * 1024;
+
 /// A fingerprint of what an output text says in words, its values (numbers, durations,
 /// quoted names, paths, hashes) left out: two failures of one command that differ here
 /// report other things (`pending` became `pass`), not the same thing with other values.
 /// `None` when the step has no output text.
 pub(crate) fn output_wording(s: &StepView) -> Option<String> {
     let text = s.output.as_deref()?;
-    let text = if text.len() > MAX_OUTPUT {
-        let mut tail = text.len() - MAX_OUTPUT;
+    // Its head and its tail: where a status table or a run's progress shows.
+    let text = if text.len() > MAX_WORDING {
+        let mut head = MAX_WORDING / 2;
+        while !text.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut tail = text.len() - MAX_WORDING / 2;
         while !text.is_char_boundary(tail) {
             tail += 1;
         }
-        &text[tail..]
+        format!("{}\n{}", &text[..head], &text[tail..])
     } else {
-        text
+        text.to_string()
     };
-    let words = VALUE.replace_all(text, "_");
+    let words = VALUE.replace_all(&text, "_");
     let words: Vec<&str> = words.split_whitespace().collect();
     Some(hex(&words.join(" ")))
 }
