@@ -148,12 +148,12 @@ pub fn kind(severity: Severity) -> Kind {
 
 #[cfg(test)]
 mod tests {
-    // Paths, not a glob import: the plugin benchmark compiles this file too, where the
-    // tests are not built.
-    use super::{count, ordered, Finding, Kind, Severity, CAP};
+    // Full paths, no imports: the plugin benchmark compiles this file too, where the
+    // tests themselves are left out.
 
     #[test]
     fn errors_come_first_and_the_rest_is_counted_with_its_codes() {
+        use super::{count, ordered, Finding, Kind, Severity, CAP};
         let mut all: Vec<Finding> = (0..12)
             .map(|i| Finding::new(Severity::Warning, format!("w{i}")).code("W1"))
             .collect();
