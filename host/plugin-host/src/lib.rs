@@ -41,6 +41,7 @@ mod manifest;
 mod output;
 mod runtime;
 pub use runtime::{clean_cache, CACHE_CAP_BYTES};
+mod stamp;
 mod task_types;
 mod tools;
 
@@ -575,11 +576,35 @@ pub fn load_plugin_with(
     let started = Instant::now();
     let manifest = Manifest::load(folder)?;
     let path = manifest.component_path(folder)?;
+    // A warm start: the digest remembered for this very version of the file (same
+    // inode, size and times; see `stamp.rs`) selects its compiled code, and the component
+    // is neither read nor hashed. Anything else reads, hashes and checks it.
+    let stamp = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .map(|m| stamp::Stamp::of(&m))
+    };
+    let before = stamp(&path);
+    if let Some(digest) = before
+        .as_ref()
+        .and_then(|s| runtime::remembered_digest(cache, &path, s))
+    {
+        if let Some(component) = runtime::cached_component(&digest, cache) {
+            let code = Code {
+                component,
+                compiled: false,
+                digest,
+            };
+            return load_parts(Origin::Folder, folder, manifest, code, opts, started);
+        }
+    }
+    let read_at = std::time::SystemTime::now();
     let wasm =
         read_whole(&path, manifest::MAX_COMPONENT_BYTES).map_err(|e| PluginLoadError::Io {
             path: path.clone(),
             message: e.to_string(),
         })?;
+    let after = stamp(&path);
     // Checked before the compiler sees it: its error would quote the file's first bytes.
     if !wasm.starts_with(b"\0asm") {
         return Err(PluginLoadError::Compile {
@@ -590,17 +615,35 @@ pub fn load_plugin_with(
                     .to_string(),
         });
     }
-    load_parts(
-        Origin::Folder,
-        folder,
-        manifest,
-        &wasm,
-        None,
-        &path,
-        cache,
-        opts,
-        started,
-    )
+    let digest: [u8; 32] = sha2::Sha256::digest(&wasm).into();
+    let (component, compiled) = runtime::load_component(&wasm, &digest, cache)
+        .map_err(|e| compile_error(&manifest, &path, e))?;
+    if let (Some(before), Some(after)) = (before, after) {
+        runtime::remember_digest(cache, &path, (&before, &after), read_at, &digest);
+    }
+    let code = Code {
+        component,
+        compiled,
+        digest,
+    };
+    load_parts(Origin::Folder, folder, manifest, code, opts, started)
+}
+
+/// A component ready to link: its compiled code and the SHA-256 of its bytes.
+struct Code {
+    component: Arc<wasmtime::component::Component>,
+    /// Whether loading compiled it (false: deserialized from the cache or precompiled).
+    compiled: bool,
+    digest: [u8; 32],
+}
+
+/// The load error of a component wasmtime refused.
+fn compile_error(manifest: &Manifest, path: &Path, e: wasmtime::Error) -> PluginLoadError {
+    PluginLoadError::Compile {
+        plugin: manifest.name.clone(),
+        path: path.to_path_buf(),
+        message: format!("{e:#}"),
+    }
 }
 
 /// `[plugins]`: folders, and what the project allows each plugin (by name).
@@ -666,17 +709,16 @@ pub fn load_builtin(
             let kind = m.kind()?;
             m.reuse_instance = matches!(kind, PluginKind::Extractor | PluginKind::ContextSchema);
             let path = dir.join(&m.component);
-            load_parts(
-                Origin::Builtin,
-                &dir,
-                m,
-                wasm,
-                Some(precompiled),
-                &path,
-                cache,
-                opts,
-                started,
-            )
+            let digest: [u8; 32] = sha2::Sha256::digest(wasm).into();
+            let (component, compiled) =
+                runtime::load_precompiled(precompiled, wasm, &digest, cache)
+                    .map_err(|e| compile_error(&m, &path, e))?;
+            let code = Code {
+                component,
+                compiled,
+                digest,
+            };
+            load_parts(Origin::Builtin, &dir, m, code, opts, started)
         })
     };
     for loaded in in_parallel(builtins, load) {
@@ -817,31 +859,20 @@ enum Origin {
     Folder,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn load_parts(
     origin: Origin,
     folder: &Path,
     manifest: Manifest,
-    wasm: &[u8],
-    precompiled: Option<&[u8]>,
-    path: &Path,
-    cache: &Path,
+    code: Code,
     opts: &LoadOptions,
     started: Instant,
 ) -> Result<LoadedPlugin, PluginLoadError> {
     let kind = manifest.kind()?;
-    let path = path.to_path_buf();
-    // Hashed once: the cache key and the copy check (`is_copy_of`) share it.
-    let digest: [u8; 32] = sha2::Sha256::digest(wasm).into();
-    let loaded = match precompiled {
-        Some(native) => runtime::load_precompiled(native, wasm, &digest, cache),
-        None => runtime::load_component(wasm, &digest, cache),
-    };
-    let (component, compiled) = loaded.map_err(|e| PluginLoadError::Compile {
-        plugin: manifest.name.clone(),
-        path: path.clone(),
-        message: format!("{e:#}"),
-    })?;
+    let Code {
+        component,
+        compiled,
+        digest,
+    } = code;
     let mismatch = |e: wasmtime::Error| PluginLoadError::ContractMismatch {
         plugin: manifest.name.clone(),
         kind,

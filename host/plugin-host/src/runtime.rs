@@ -549,6 +549,42 @@ fn panic_message(stderr: &str) -> Option<String> {
     Some(super::clean_line(&message, 1000))
 }
 
+/// The cache entry of the component with SHA-256 `digest`: keyed by the content and by
+/// everything in the engine that affects compiled code (wasmtime version, target,
+/// settings), so a stale entry is never deserialized.
+fn cache_entry(digest: &[u8; 32], cache: &Path) -> std::path::PathBuf {
+    let mut compat = agentforge_core::hash::StableHasher::default();
+    runtime()
+        .engine
+        .precompile_compatibility_hash()
+        .hash(&mut compat);
+    let key: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    cache.join(format!("{key}-{:016x}.cwasm", compat.finish()))
+}
+
+/// The compiled code of the component with SHA-256 `digest`, if the cache holds it (and
+/// the cache folder is private: see [`load_component`]).
+pub(crate) fn cached_component(digest: &[u8; 32], cache: &Path) -> Option<Arc<Component>> {
+    if !private_folder(cache) {
+        return None;
+    }
+    let path = cache_entry(digest, cache);
+    // Read into memory rather than `deserialize_file` (mmap): another process rewriting
+    // or truncating a mapped entry would crash this one with SIGBUS.
+    let bytes = std::fs::read(&path).ok()?;
+    // SAFETY: the cache folder is the host's own; entries are written below by this
+    // engine from `Component::serialize` and named by the compatibility hash, and
+    // wasmtime checks the header (version, target, settings) before using one.
+    match unsafe { Component::deserialize(&runtime().engine, &bytes) } {
+        Ok(c) => Some(Arc::new(c)),
+        // A truncated or foreign file: recompiled and overwritten by the caller.
+        Err(_) => {
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+}
+
 /// A compiled component, from the cache or freshly compiled (then written to the cache).
 /// Returns whether it was compiled.
 pub(crate) fn load_component(
@@ -557,31 +593,15 @@ pub(crate) fn load_component(
     cache: &Path,
 ) -> wasmtime::Result<(Arc<Component>, bool)> {
     let engine = &runtime().engine;
-    // Keyed by the content and by everything in the engine that affects compiled code
-    // (wasmtime version, target, settings), so a stale entry is never deserialized.
-    let mut compat = agentforge_core::hash::StableHasher::default();
-    engine.precompile_compatibility_hash().hash(&mut compat);
-    let key: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    let path = cache.join(format!("{key}-{:016x}.cwasm", compat.finish()));
     // Entries are native code: only a folder this user owns and nobody else can write
     // is used at all (a planted entry would run inside the host).
     if !private_folder(cache) {
         return Ok((Arc::new(Component::new(engine, wasm)?), true));
     }
-    // Read into memory rather than `deserialize_file` (mmap): another process rewriting
-    // or truncating a mapped entry would crash this one with SIGBUS.
-    if let Ok(bytes) = std::fs::read(&path) {
-        // SAFETY: the cache folder is the host's own; entries are written below by this
-        // engine from `Component::serialize` and named by the compatibility hash, and
-        // wasmtime checks the header (version, target, settings) before using one.
-        match unsafe { Component::deserialize(engine, &bytes) } {
-            Ok(c) => return Ok((Arc::new(c), false)),
-            // A truncated or foreign file: recompile and overwrite it.
-            Err(_) => {
-                let _ = std::fs::remove_file(&path);
-            }
-        }
+    if let Some(c) = cached_component(digest, cache) {
+        return Ok((c, false));
     }
+    let path = cache_entry(digest, cache);
     let component = Component::new(engine, wasm)?;
     // The cache is an optimisation: failing to write it only costs the next start.
     {
@@ -597,6 +617,33 @@ pub(crate) fn load_component(
         }
     }
     Ok((Arc::new(component), true))
+}
+
+/// The digest remembered for the component at `path` whose file shows `stamp` (see
+/// `stamp.rs`); only from a private cache folder, like the code it selects.
+pub(crate) fn remembered_digest(
+    cache: &Path,
+    path: &Path,
+    stamp: &super::stamp::Stamp,
+) -> Option<[u8; 32]> {
+    if !private_folder(cache) {
+        return None;
+    }
+    super::stamp::remembered(cache, path, stamp)
+}
+
+/// Remembers `digest` for the component at `path` (stamps taken before and after its
+/// bytes were read at `read_at`), in a private cache folder only.
+pub(crate) fn remember_digest(
+    cache: &Path,
+    path: &Path,
+    (before, after): (&super::stamp::Stamp, &super::stamp::Stamp),
+    read_at: std::time::SystemTime,
+    digest: &[u8; 32],
+) {
+    if private_folder(cache) {
+        super::stamp::remember(cache, path, before, after, read_at, digest);
+    }
 }
 
 /// Loads a built-in plugin from the native code its build precompiled
@@ -670,7 +717,7 @@ pub(crate) fn trim_cache(dir: &Path, cap: u64, keep: &Path) {
 }
 
 /// Empties the compiled-component cache `dir` (`agentforge plugins cache clean`): every
-/// entry and leftover temporary file. Returns how many entries and bytes were removed.
+/// entry, remembered digest (`.stamp`) and leftover temporary file. Returns how many entries and bytes were removed.
 pub fn clean_cache(dir: &Path) -> std::io::Result<(usize, u64)> {
     let mut removed = (0, 0);
     let rd = match std::fs::read_dir(dir) {
@@ -683,7 +730,7 @@ pub fn clean_cache(dir: &Path) -> std::io::Result<(usize, u64)> {
         let ours = path
             .extension()
             .and_then(|x| x.to_str())
-            .is_some_and(|x| x == "cwasm" || x.starts_with("tmp"));
+            .is_some_and(|x| x == "cwasm" || x == "stamp" || x.starts_with("tmp"));
         let Ok(m) = e.metadata() else { continue };
         if ours && m.is_file() {
             std::fs::remove_file(&path)?;
