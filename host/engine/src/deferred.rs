@@ -5,17 +5,24 @@
 use std::sync::{Mutex, OnceLock};
 
 /// Fills a registry: adds the plugins of its kind.
-type Fill<T> = Box<dyn FnOnce(&mut T) -> Result<(), String> + Send>;
+type Fill<T, E> = Box<dyn FnOnce(&mut T) -> Result<(), E> + Send>;
 
-/// A registry of one plugin kind, complete now or on first [`Deferred::get`].
-pub struct Deferred<T> {
-    ready: OnceLock<Result<T, String>>,
-    pending: Mutex<Option<(T, Fill<T>)>>,
+/// The fill of a registry panicked on an earlier use, so the registry has no value and
+/// no fill left to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a plugin registry's loading failed earlier (it panicked)")]
+pub struct FillPanicked;
+
+/// A registry of one plugin kind, complete now or on first [`Deferred::get`]; `E` is what
+/// its fill fails with.
+pub struct Deferred<T, E> {
+    ready: OnceLock<Result<T, E>>,
+    pending: Mutex<Option<(T, Fill<T, E>)>>,
 }
 
-impl<T> Deferred<T> {
+impl<T, E: Clone + From<FillPanicked>> Deferred<T, E> {
     /// A registry that is complete already.
-    pub fn ready(value: T) -> Deferred<T> {
+    pub fn ready(value: T) -> Deferred<T, E> {
         Deferred {
             ready: OnceLock::from(Ok(value)),
             pending: Mutex::new(None),
@@ -23,10 +30,7 @@ impl<T> Deferred<T> {
     }
 
     /// A registry that starts as `base` and is completed by `fill` on first use.
-    pub fn later(
-        base: T,
-        fill: impl FnOnce(&mut T) -> Result<(), String> + Send + 'static,
-    ) -> Self {
+    pub fn later(base: T, fill: impl FnOnce(&mut T) -> Result<(), E> + Send + 'static) -> Self {
         Deferred {
             ready: OnceLock::new(),
             pending: Mutex::new(Some((base, Box::new(fill)))),
@@ -40,7 +44,7 @@ impl<T> Deferred<T> {
 
     /// The registry, completing it first if needed. A failure to complete is kept and
     /// returned again on every later call (a broken built-in does not heal).
-    pub fn get(&self) -> Result<&T, String> {
+    pub fn get(&self) -> Result<&T, E> {
         self.ready
             .get_or_init(|| {
                 // The lock only serialises the one fill; a panic inside it leaves the
@@ -48,7 +52,7 @@ impl<T> Deferred<T> {
                 let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
                 match pending.take() {
                     Some((mut value, fill)) => fill(&mut value).map(|()| value),
-                    None => Err("a plugin registry's loading failed earlier".to_string()),
+                    None => Err(FillPanicked.into()),
                 }
             })
             .as_ref()
@@ -56,7 +60,7 @@ impl<T> Deferred<T> {
     }
 
     /// The registry for changes at set-up, completing it first if needed.
-    pub fn get_mut(&mut self) -> Result<&mut T, String> {
+    pub fn get_mut(&mut self) -> Result<&mut T, E> {
         self.get()?;
         match self.ready.get_mut() {
             Some(Ok(value)) => Ok(value),
@@ -66,7 +70,7 @@ impl<T> Deferred<T> {
     }
 }
 
-impl<T: Default> Default for Deferred<T> {
+impl<T: Default, E: Clone + From<FillPanicked>> Default for Deferred<T, E> {
     fn default() -> Self {
         Deferred::ready(T::default())
     }
@@ -78,11 +82,22 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
+    #[derive(Debug, Clone, PartialEq)]
+    enum Failed {
+        Fill(&'static str),
+        Panicked,
+    }
+    impl From<FillPanicked> for Failed {
+        fn from(_: FillPanicked) -> Self {
+            Failed::Panicked
+        }
+    }
+
     #[test]
     fn fills_once_on_first_use_and_keeps_a_failure() {
         let calls = Arc::new(AtomicUsize::new(0));
         let c = calls.clone();
-        let d = Deferred::later(vec![1], move |v: &mut Vec<i32>| {
+        let d: Deferred<_, Failed> = Deferred::later(vec![1], move |v: &mut Vec<i32>| {
             c.fetch_add(1, Ordering::SeqCst);
             v.push(2);
             Ok(())
@@ -94,16 +109,24 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         assert!(d.is_loaded());
 
-        let broken: Deferred<Vec<i32>> = Deferred::later(Vec::new(), |_| Err("boom".into()));
-        assert_eq!(broken.get().unwrap_err(), "boom");
-        assert_eq!(broken.get().unwrap_err(), "boom");
+        let broken: Deferred<Vec<i32>, Failed> =
+            Deferred::later(Vec::new(), |_| Err(Failed::Fill("boom")));
+        assert_eq!(broken.get().unwrap_err(), Failed::Fill("boom"));
+        assert_eq!(broken.get().unwrap_err(), Failed::Fill("boom"));
+        assert!(!broken.is_loaded() || broken.get().is_err());
+
+        // A fill that panics leaves the registry failed, not half-filled or refilled.
+        let panics: Deferred<Vec<i32>, Failed> = Deferred::later(Vec::new(), |_| panic!("fill"));
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| panics.get().is_ok()));
+        assert!(first.is_err(), "the panic reaches the first caller");
+        assert_eq!(panics.get().unwrap_err(), Failed::Panicked);
     }
 
     #[test]
     fn concurrent_first_uses_fill_once() {
         let calls = Arc::new(AtomicUsize::new(0));
         let c = calls.clone();
-        let d = Deferred::later(0u32, move |v: &mut u32| {
+        let d: Deferred<_, Failed> = Deferred::later(0u32, move |v: &mut u32| {
             c.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(std::time::Duration::from_millis(20));
             *v = 7;

@@ -55,8 +55,8 @@ use sha2::Digest as _;
 pub use capabilities::{Capabilities, DeclaredChecks, MAX_READ_BYTES};
 pub use kinds::{action_arguments, WasmGate, WasmGuard};
 pub use manifest::{
-    check_name, ApiVersion, LimitsOverride, Manifest, OnError, PluginKind, ProjectLimits,
-    SUPPORTED_APIS,
+    check_name, ApiVersion, InvalidName, LimitsOverride, Manifest, OnError, PluginKind,
+    ProjectLimits, SUPPORTED_APIS,
 };
 pub use task_types::WasmSchema;
 pub use tools::{ToolInfo, WasmTool};

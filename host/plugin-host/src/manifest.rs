@@ -333,13 +333,13 @@ impl Manifest {
             message: e.message().to_string(),
             path: path.clone(),
         })?;
-        if let Err(message) = check_name(&m.name) {
+        if let Err(invalid) = check_name(&m.name) {
             return Err(PluginLoadError::BadManifest {
                 line: text
                     .lines()
                     .position(|l| l.trim_start().starts_with("name"))
                     .map(|i| i + 1),
-                message,
+                message: invalid.to_string(),
                 path,
             });
         }
@@ -405,7 +405,7 @@ impl Manifest {
 /// A plugin name is lowercase ASCII letters, digits and `-`, starting with a letter, at
 /// most 64 characters: it is printed on terminals, written to logs and shown to the
 /// model, and keys `[plugins.*.<name>]` tables.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), InvalidName> {
     let ok = name.len() <= MAX_NAME_LEN
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -414,12 +414,16 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "`name = {:?}`: a plugin name is lowercase letters, digits and `-`, starts with a letter and has at most {MAX_NAME_LEN} characters (e.g. `extract-mytool`)",
-            agentforge_core::sanitize::line(&super::clean_line(name, 80))
-        ))
+        Err(InvalidName(agentforge_core::sanitize::line(
+            &super::clean_line(name, 80),
+        )))
     }
 }
+
+/// A plugin name that [`check_name`] refuses (the name, cleaned for printing).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`name = {0:?}`: a plugin name is lowercase letters, digits and `-`, starts with a letter and has at most {MAX_NAME_LEN} characters (e.g. `extract-mytool`)")]
+pub struct InvalidName(pub String);
 
 /// Whether two `major.minor.patch` versions share major and minor.
 fn same_minor(a: &str, b: &str) -> bool {

@@ -5,7 +5,7 @@ use std::fmt;
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use serde_json::{json, Value};
 
-use super::http::{normalize_base_url, HttpClient};
+use super::http::{normalize_base_url, HttpClient, MissingField};
 use super::{
     check_native_tools, classify_arguments, effective_user_message, parse_action_block,
     parse_usage, ModelReply, ModelRequest, ModelResponse, ProviderError, ProviderSettings,
@@ -123,11 +123,11 @@ impl AnthropicProvider {
 
     /// Classify a 2xx response body; `Err` says why it is not a valid
     /// Messages response.
-    pub fn parse_response(req: &ModelRequest, body: &Value) -> Result<ModelResponse, String> {
+    pub fn parse_response(req: &ModelRequest, body: &Value) -> Result<ModelResponse, MissingField> {
         let content = body
             .get("content")
             .and_then(Value::as_array)
-            .ok_or_else(|| "response has no `content` array".to_string())?;
+            .ok_or(MissingField("response has no `content` array"))?;
         let text = content
             .iter()
             .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
@@ -145,7 +145,7 @@ impl AnthropicProvider {
                         let name = block
                             .get("name")
                             .and_then(Value::as_str)
-                            .ok_or_else(|| "tool_use block has no `name`".to_string())?
+                            .ok_or(MissingField("tool_use block has no `name`"))?
                             .to_string();
                         classify_arguments(name, block.get("input").unwrap_or(&Value::Null))
                     }

@@ -11,6 +11,12 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::StatusCode;
 
 use super::ProviderError;
+
+/// Why a 2xx JSON body is not a valid response of its wire format: what it lacks
+/// (retried like garbage, then reported as an invalid response).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MissingField(pub &'static str);
 use agentforge_core::text::cut;
 
 /// Longest `retry-after` honoured when `max_backoff` is shorter: a server
@@ -250,7 +256,7 @@ impl HttpClient {
         url: &str,
         headers: HeaderMap,
         body: &serde_json::Value,
-        parse: impl Fn(&serde_json::Value) -> Result<T, String>,
+        parse: impl Fn(&serde_json::Value) -> Result<T, MissingField>,
     ) -> Result<T, ProviderError> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| ProviderError::Config(format!("cannot serialize request: {e}")))?;
@@ -301,7 +307,7 @@ impl HttpClient {
         url: &str,
         headers: &HeaderMap,
         bytes: &[u8],
-        parse: &impl Fn(&serde_json::Value) -> Result<T, String>,
+        parse: &impl Fn(&serde_json::Value) -> Result<T, MissingField>,
     ) -> Result<T, Attempt> {
         let resp = self
             .client
@@ -325,7 +331,8 @@ impl HttpClient {
                     self.redact(&snippet(&body))
                 )))
             })?;
-            return parse(&json).map_err(|m| Attempt::Retry(Failure::Invalid(self.redact(&m))));
+            return parse(&json)
+                .map_err(|m| Attempt::Retry(Failure::Invalid(self.redact(&m.to_string()))));
         }
         let message = self.redact(&error_message(status, &body));
         let code = status.as_u16();

@@ -5,7 +5,7 @@ use std::fmt;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
 
-use super::http::{normalize_base_url, HttpClient};
+use super::http::{normalize_base_url, HttpClient, MissingField};
 use super::{
     check_native_tools, classify_arguments, effective_user_message, parse_action_block,
     parse_usage, ModelReply, ModelRequest, ModelResponse, ProviderError, ProviderSettings,
@@ -127,14 +127,14 @@ impl OpenAiProvider {
 
     /// Classify a 2xx response body; `Err` says why it is not a valid Chat
     /// Completions response.
-    pub fn parse_response(req: &ModelRequest, body: &Value) -> Result<ModelResponse, String> {
+    pub fn parse_response(req: &ModelRequest, body: &Value) -> Result<ModelResponse, MissingField> {
         let message = body
             .get("choices")
             .and_then(Value::as_array)
             .and_then(|c| c.first())
             .and_then(|c| c.get("message"))
             .filter(|m| m.is_object())
-            .ok_or_else(|| "response has no `choices[0].message` object".to_string())?;
+            .ok_or(MissingField("response has no `choices[0].message` object"))?;
         let text = message_text(message.get("content"));
         let reply = match req.tool_mode {
             ToolMode::Text => parse_action_block(&text),
@@ -147,11 +147,11 @@ impl OpenAiProvider {
                     Some(call) => {
                         let function = call
                             .get("function")
-                            .ok_or_else(|| "tool call has no `function`".to_string())?;
+                            .ok_or(MissingField("tool call has no `function`"))?;
                         let name = function
                             .get("name")
                             .and_then(Value::as_str)
-                            .ok_or_else(|| "tool call has no `function.name`".to_string())?
+                            .ok_or(MissingField("tool call has no `function.name`"))?
                             .to_string();
                         classify_arguments(name, function.get("arguments").unwrap_or(&Value::Null))
                     }
