@@ -385,7 +385,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             report_recovery(&recovery);
             let spec = dir.spec().map_err(failed)?;
-            let actions = dir.recent_actions(5).map_err(failed)?;
+            let actions: Vec<agentforge::state_store::ActionRecord> =
+                dir.recent_actions(5).map_err(failed)?;
             if g.json {
                 let v = serde_json::json!({"spec": spec, "state": state, "recent_actions": actions.iter().map(|a| serde_json::json!({"step": a.step, "action": a.action, "target": a.target, "result": a.result, "summary": a.summary})).collect::<Vec<_>>()});
                 println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);

@@ -286,8 +286,13 @@ pub struct LoopWarning {
 }
 
 /// One line of `actions.jsonl`: an executed step.
+///
+/// `S` is how much of the state after the step is read: the whole [`TaskState`] (what is
+/// written, and what recovery rebuilds `state.yaml` from), or [`AfterVerification`] for
+/// the log's tail that every step reads (the loop detector and the step budget need only
+/// the verification, and parsing 36 whole states was a quarter of a step's overhead).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ActionRecord {
+pub struct ActionRecord<S = TaskState> {
     /// Step number (1-based).
     pub step: u64,
     /// Phase the step ran in.
@@ -336,7 +341,37 @@ pub struct ActionRecord {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub file_hashes: BTreeMap<String, String>,
     /// The state after this step: what `state.yaml` is rebuilt from after a crash.
-    pub state_after: TaskState,
+    pub state_after: S,
+}
+
+/// The part of a record's `state_after` that the step pipeline reads back from the log's
+/// tail: the verification after that step (the rest of the state is skipped unparsed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AfterVerification {
+    /// Verification status after the step.
+    #[serde(default)]
+    pub verification: Verification,
+}
+
+/// A record of the log's tail, read with only the verification of its state.
+pub type TailRecord = ActionRecord<AfterVerification>;
+
+/// A record's state, whole or in part, that holds the verification after the step.
+pub trait RecordedVerification {
+    /// Verification status after the step.
+    fn verification(&self) -> &Verification;
+}
+
+impl RecordedVerification for TaskState {
+    fn verification(&self) -> &Verification {
+        &self.verification
+    }
+}
+
+impl RecordedVerification for AfterVerification {
+    fn verification(&self) -> &Verification {
+        &self.verification
+    }
 }
 
 /// The provider a task last ran with, kept in `provider.yaml` so `resume` talks to

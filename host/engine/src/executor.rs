@@ -29,7 +29,7 @@ use agentforge_core::model::{ModelReply, ModelRequest, ModelResponse};
 use agentforge_core::phases::{PhaseMachineState, PlanAction, Signals};
 use agentforge_core::state::{
     bound_parameters, bound_text, ActionRecord, ActionResult, BlockedAction, CheckStatus,
-    LoopWarning, TaskState, TaskStatus,
+    LoopWarning, TailRecord, TaskState, TaskStatus,
 };
 use agentforge_core::task::{CheckKind, CheckSpec, TaskSpec};
 use agentforge_core::text::cut;
@@ -136,8 +136,8 @@ pub enum ExecError {
         source: tools::ToolError,
     },
     /// Built-in plugins loaded on first use failed to load (the binary is broken).
-    #[error("{0}")]
-    Plugins(String),
+    #[error(transparent)]
+    Plugins(PluginSetupError),
     /// The task's type is not registered.
     #[error(transparent)]
     UnknownTaskType(#[from] agentforge_context::schemas::UnknownTaskType),
@@ -193,11 +193,14 @@ impl ExecError {
 }
 
 /// Why a run's plugins could not be wired in (each names what to fix).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum PluginSetupError {
     /// A built-in plugin failed to load: the binary is broken.
     #[error("built-in plugins: {}", .0.join("; "))]
     Builtin(Vec<String>),
+    /// Loading the built-ins of a kind on first use panicked earlier in this run.
+    #[error("built-in plugins: {0}")]
+    FillPanicked(#[from] crate::deferred::FillPanicked),
     /// A `--plugins` or `[plugins] dirs` folder does not exist.
     #[error("plugin folder {} does not exist", .0.display())]
     MissingFolder(std::path::PathBuf),
@@ -281,15 +284,15 @@ pub struct Runtime {
     /// Task types.
     pub schemas: SchemaRegistry,
     /// Fact extractors (built-ins loaded on first use, see [`Runtime::load_plugins`]).
-    pub extractors: Deferred<Extractors>,
+    pub extractors: Deferred<Extractors, PluginSetupError>,
     /// Quality gates, chosen per check (built-ins loaded on first use).
-    pub gates: Deferred<Gates>,
+    pub gates: Deferred<Gates, PluginSetupError>,
     /// Actions added by tool plugins.
     pub tools: Vec<Box<dyn ExtraTool>>,
     /// The checks of the task being run, for plugins' `run-check`.
     pub declared_checks: agentforge_plugin_host::DeclaredChecks,
     /// Guards consulted before each action (built-ins loaded on first use).
-    pub guards: Deferred<Guards>,
+    pub guards: Deferred<Guards, PluginSetupError>,
     /// Print a progress line per step on stderr.
     pub progress: bool,
     /// The command line's `--max-steps`: wins over the task file and the config, and is
@@ -497,7 +500,7 @@ impl Runtime {
                     Ok(loaded)
                 } else {
                     let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                    Err(PluginSetupError::Builtin(all).to_string())
+                    Err(PluginSetupError::Builtin(all))
                 }
             };
             match kind {
@@ -508,9 +511,8 @@ impl Runtime {
                     })
                 }
                 PluginKind::Gate => {
-                    self.gates = Deferred::later(Gates::default(), move |g| {
-                        install_gates(g, load()?).map_err(|e| e.to_string())
-                    })
+                    self.gates =
+                        Deferred::later(Gates::default(), move |g| Ok(install_gates(g, load()?)?))
                 }
                 PluginKind::Guard => {
                     self.guards = Deferred::later(Guards::default(), move |g| {
@@ -568,10 +570,9 @@ impl Runtime {
                 }
             }
         }
-        let setup = |e: String| PluginSetupError::Builtin(vec![e]);
-        install_extractors(self.extractors.get_mut().map_err(setup)?, extractors);
-        install_gates(self.gates.get_mut().map_err(setup)?, gates)?;
-        install_guards(self.guards.get_mut().map_err(setup)?, guards);
+        install_extractors(self.extractors.get_mut()?, extractors);
+        install_gates(self.gates.get_mut()?, gates)?;
+        install_guards(self.guards.get_mut()?, guards);
         // Task types last: their phase graphs may offer the tools plugins add.
         let tool_names: Vec<String> = self.tools.iter().map(|t| t.name().to_string()).collect();
         let mut actions: Vec<&str> = agentforge_context::schemas::BUILTIN_ACTIONS.to_vec();
@@ -647,7 +648,7 @@ pub struct PreparedStep {
     spec: TaskSpec,
     memory: WorkingMemory,
     offered: Vec<String>,
-    log_tail: Vec<ActionRecord>,
+    log_tail: Vec<TailRecord>,
 }
 
 /// What one step did, for progress output and tests.
@@ -815,7 +816,7 @@ impl<'r> Executor<'r> {
     fn detect_loop(
         &self,
         state: &mut TaskState,
-        log_tail: &[ActionRecord],
+        log_tail: &[TailRecord],
         current: StepView,
         exact_signature: Option<&str>,
     ) -> Result<Option<LoopWarning>, ExecError> {
@@ -910,7 +911,7 @@ impl<'r> Executor<'r> {
         &self,
         spec: &TaskSpec,
         state: &mut TaskState,
-        log_tail: &[ActionRecord],
+        log_tail: &[TailRecord],
         step: u64,
         feedback: &mut Option<String>,
     ) -> Result<(), ExecError> {
@@ -964,7 +965,7 @@ impl<'r> Executor<'r> {
 
     /// The `focus` section: the current branch of the plan, this subtask's last actions,
     /// the verification probe and any fresh loop warning.
-    fn focus_view(&self, state: &TaskState, recent: &[ActionRecord], step: u64) -> Value {
+    fn focus_view(&self, state: &TaskState, recent: &[TailRecord], step: u64) -> Value {
         let mine = state.focus.current_actions();
         let lines: Vec<String> = recent
             .iter()
@@ -1611,7 +1612,7 @@ impl<'r> Executor<'r> {
         schema: &dyn ContextSchema,
         spec: &TaskSpec,
         observed: Observed<'_>,
-        log_tail: &[ActionRecord],
+        log_tail: &[TailRecord],
         state: &mut TaskState,
     ) -> Result<Decided, ExecError> {
         let Observed {
@@ -2111,7 +2112,7 @@ impl<'r> Executor<'r> {
     }
 
     fn last_output(&self, failing_only: bool) -> Result<String, String> {
-        let records = self.dir.recent_actions(50).map_err(|e| e.to_string())?;
+        let records: Vec<TailRecord> = self.dir.recent_actions(50).map_err(|e| e.to_string())?;
         let rec = records
             .iter()
             .rev()

@@ -49,7 +49,7 @@ pub use signature::{
     ErrorCategory,
 };
 
-use agentforge_core::state::{ActionRecord, ActionResult};
+use agentforge_core::state::{ActionRecord, ActionResult, RecordedVerification};
 
 /// What the detector needs of one step; built from an [`ActionRecord`] or from the slim
 /// lines of a labelled dataset.
@@ -99,9 +99,9 @@ pub struct StepView {
     pub thought: Option<String>,
 }
 
-impl From<&ActionRecord> for StepView {
-    fn from(r: &ActionRecord) -> Self {
-        let v = &r.state_after.verification;
+impl<S: RecordedVerification> From<&ActionRecord<S>> for StepView {
+    fn from(r: &ActionRecord<S>) -> Self {
+        let v = r.state_after.verification();
         // No check has run yet: "0 passing, 0 failing" would read as a change later.
         let ran = !v.checks.is_empty();
         StepView {

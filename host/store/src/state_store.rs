@@ -571,8 +571,13 @@ impl TaskDir {
     }
 
     /// The last `n` records, oldest first, read from the end of the log so the cost
-    /// does not grow with the log's length.
-    pub fn recent_actions(&self, n: usize) -> Result<Vec<ActionRecord>, StoreError> {
+    /// does not grow with the log's length. `S` is how much of each record's state is
+    /// parsed (the whole `TaskState`, or only what a reader needs, as in
+    /// [`agentforge_core::state::TailRecord`]).
+    pub fn recent_actions<S: serde::de::DeserializeOwned>(
+        &self,
+        n: usize,
+    ) -> Result<Vec<ActionRecord<S>>, StoreError> {
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -734,7 +739,10 @@ impl TaskDir {
     }
 }
 
-fn parse_log(text: &str, path: &Path) -> Result<Vec<ActionRecord>, StoreError> {
+fn parse_log<S: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+) -> Result<Vec<ActionRecord<S>>, StoreError> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -818,16 +826,29 @@ mod tests {
 
     #[test]
     fn recent_actions_reads_the_tail() {
-        let (_tmp, dir, st) = setup();
+        let (_tmp, dir, mut st) = setup();
         for s in 1..=50 {
+            st.verification.last_run_step = Some(s);
+            st.verification.ready_for_completion = s % 2 == 0;
             dir.append_action(&record(s, &st)).unwrap();
         }
-        let recent = dir.recent_actions(3).unwrap();
+        let recent: Vec<ActionRecord> = dir.recent_actions(3).unwrap();
         assert_eq!(
             recent.iter().map(|r| r.step).collect::<Vec<_>>(),
             [48, 49, 50]
         );
         assert_eq!(dir.read_actions().unwrap().len(), 50);
+        // Read with only the verification of each state: the same records otherwise.
+        let tail: Vec<agentforge_core::state::TailRecord> = dir.recent_actions(3).unwrap();
+        assert_eq!(tail.len(), 3);
+        for (t, r) in tail.iter().zip(&recent) {
+            assert_eq!(t.state_after.verification, r.state_after.verification);
+            assert_eq!(t.state_after.verification.last_run_step, Some(t.step));
+            assert_eq!(
+                (t.step, &t.action, &t.summary, t.result, &t.file_hashes),
+                (r.step, &r.action, &r.summary, r.result, &r.file_hashes)
+            );
+        }
     }
 
     #[test]
