@@ -267,7 +267,10 @@ fn main() {
         println!("steps bench: run with `cargo bench -p agentforge --bench steps`");
         return;
     }
-    let tokio = tokio::runtime::Builder::new_current_thread()
+    // The runtime the CLI runs the executor on (plugin calls block in place on it).
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(8 << 20)
         .enable_all()
         .build()
         .unwrap();

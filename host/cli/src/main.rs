@@ -230,6 +230,10 @@ fn main() -> ExitCode {
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // Plugin calls run on the calling worker (`block_in_place`), so guest code
+        // (bounded by wasmtime to 512 KiB of stack) and the host functions it calls need
+        // the room a plugin thread has.
+        .thread_stack_size(8 << 20)
         .enable_all()
         .build()
     {
