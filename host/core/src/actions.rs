@@ -378,14 +378,23 @@ pub fn builtin_action(name: &str) -> Option<&'static str> {
 /// Each schema is a closed object (`additionalProperties: false`) listing its
 /// required fields; line numbers are integers with `minimum: 1`.
 pub fn builtin_tool_specs() -> Vec<ToolSpec> {
-    TOOLS
-        .iter()
-        .map(|tool| ToolSpec {
-            name: tool.name.to_string(),
-            description: tool.description.to_string(),
-            input_schema: schema(tool),
-        })
-        .collect()
+    builtin_tools().to_vec()
+}
+
+/// The built-in actions' tool specs, built once per process (every step's prompt offers
+/// some of them; building their JSON schemas each time was ~4% of a step's overhead).
+pub fn builtin_tools() -> &'static [ToolSpec] {
+    static SPECS: std::sync::LazyLock<Vec<ToolSpec>> = std::sync::LazyLock::new(|| {
+        TOOLS
+            .iter()
+            .map(|tool| ToolSpec {
+                name: tool.name.to_string(),
+                description: tool.description.to_string(),
+                input_schema: schema(tool),
+            })
+            .collect()
+    });
+    &SPECS
 }
 
 fn schema(tool: &Tool) -> Value {

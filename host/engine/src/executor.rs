@@ -18,7 +18,7 @@ use agentforge_context::schemas::{numbered_file, ContextSchema, SchemaRegistry};
 use agentforge_context::{
     self as context, ActionEntry, BuiltPrompt, ContextInput, RecentAction, TaskFrame,
 };
-use agentforge_core::actions::{builtin_tool_specs, parse_action, Action, ContextItem};
+use agentforge_core::actions::{builtin_tools, parse_action, Action, ContextItem};
 use agentforge_core::budget::{self, BudgetDecision, ProgressPoint, StepLimit};
 use agentforge_core::command::CommandOutput;
 use agentforge_core::extract::{merge_facts, Extractors};
@@ -1054,9 +1054,7 @@ impl<'r> Executor<'r> {
         );
         // Graphs are validated against the built-in actions and the plugins' tools.
         let mut offered: Vec<String> = view.available.iter().map(|a| a.name.clone()).collect();
-        let mut all_tools = builtin_tool_specs();
-        all_tools.push(focus::plan_tool_spec());
-        all_tools.push(focus::finish_subtask_tool_spec());
+        let mut extra_tools = vec![focus::plan_tool_spec(), focus::finish_subtask_tool_spec()];
         // Planning tools, where the phase graph offers them ([`PhaseSpec::offers`]);
         // `finish_subtask` only once there is a real plan (more than the implicit
         // single subtask).
@@ -1071,14 +1069,20 @@ impl<'r> Executor<'r> {
         }
         // Tool plugins: offered where the graph lists them or where they say they apply.
         for t in &self.rt.tools {
-            all_tools.push(t.spec());
+            extra_tools.push(t.spec());
             if t.offered_in(&state.phase) && !offered.iter().any(|o| o == t.name()) {
                 offered.push(t.name().to_string());
             }
         }
         let tools: Vec<_> = offered
             .iter()
-            .filter_map(|n| all_tools.iter().find(|t| &t.name == n).cloned())
+            .filter_map(|n| {
+                builtin_tools()
+                    .iter()
+                    .chain(&extra_tools)
+                    .find(|t| &t.name == n)
+                    .cloned()
+            })
             .collect();
         let mut memory = self.dir.load_working_memory()?;
         memory.max_items = self.rt.config.limits.working_memory_items;
@@ -1385,7 +1389,7 @@ impl<'r> Executor<'r> {
         match reply {
             ModelReply::ToolCall { name, arguments } => {
                 let extra = self.rt.tools.iter().find(|t| t.name() == name);
-                let known = builtin_tool_specs().iter().any(|t| &t.name == name)
+                let known = builtin_tools().iter().any(|t| &t.name == name)
                     || name == PLAN_TOOL
                     || name == FINISH_SUBTASK_TOOL
                     || extra.is_some();
