@@ -12,10 +12,10 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use agentforge_store::state_store::{atomic_rewrite, atomic_write};
+use agentforge_store::state_store::{append_synced_line, atomic_rewrite, atomic_write};
 use agentforge_value_loop::{Decision, SprintState, ValueMeasure};
 use serde::{Deserialize, Serialize};
 
@@ -281,15 +281,7 @@ impl SprintDir {
             message: e.to_string(),
         })?;
         line.push('\n');
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p)
-            .map_err(io_err("cannot open", &p))?;
-        // One write for the whole line keeps tearing to the last line only.
-        f.write_all(line.as_bytes())
-            .map_err(io_err("cannot append to", &p))?;
-        f.sync_all().map_err(io_err("cannot fsync", &p))?;
+        append_synced_line(&p, line.as_bytes()).map_err(|(op, e)| io_err(op, &p)(e))?;
         self.save_state(&event.state_after)
     }
 
@@ -396,6 +388,7 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Event>, SprintStoreError> {
 mod tests {
     use super::*;
     use agentforge_value_loop::LoopAction;
+    use std::io::Write;
 
     fn event(seq: u64, state: &SprintState) -> Event {
         Event {

@@ -166,6 +166,21 @@ const LOG_FILE: &str = "actions.jsonl";
 /// File name of the recorded provider inside a task folder.
 pub const PROVIDER_FILE: &str = "provider.yaml";
 
+/// Appends `line` (a whole log line, its newline included) to the log at `path` in one
+/// write and fsyncs it: one write keeps a crash's tearing to the last line only, and the
+/// line is durable once this returns. On failure, says what it was doing ("cannot open",
+/// "cannot append to", "cannot fsync") with the error. The task log and the sprint
+/// iteration log both append through it.
+pub fn append_synced_line(path: &Path, line: &[u8]) -> Result<(), (&'static str, io::Error)> {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| ("cannot open", e))?;
+    f.write_all(line).map_err(|e| ("cannot append to", e))?;
+    f.sync_all().map_err(|e| ("cannot fsync", e))
+}
+
 /// Writes `bytes` to `path` atomically: temp file in the same folder, fsync, rename, fsync folder.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -541,22 +556,15 @@ impl TaskDir {
             message: e.to_string(),
         })?;
         line.push('\n');
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p)
-            .map_err(io_err("cannot open", &p))?;
         if agentforge_core::fault::armed("torn_log", record.step) {
             let half = &line.as_bytes()[..line.len() / 2];
-            let _ = f.write_all(half);
-            let _ = f.sync_all();
+            if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&p) {
+                let _ = f.write_all(half);
+                let _ = f.sync_all();
+            }
             agentforge_core::fault::point("torn_log", record.step);
         }
-        // One write call for the whole line keeps tearing to the last line only.
-        f.write_all(line.as_bytes())
-            .map_err(io_err("cannot append to", &p))?;
-        f.sync_all().map_err(io_err("cannot fsync", &p))?;
-        Ok(())
+        append_synced_line(&p, line.as_bytes()).map_err(|(op, e)| io_err(op, &p)(e))
     }
 
     /// Reads every record. A torn last line is an error here: call [`TaskDir::recover`] first.
