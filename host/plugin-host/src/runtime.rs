@@ -578,16 +578,13 @@ pub(crate) fn cached_component(digest: &[u8; 32], cache: &Path) -> Option<Arc<Co
         return None;
     }
     let path = cache_entry(digest, cache);
-    // Mapped, not read: a warm start then neither copies the compiled code (a few MiB
-    // per plugin) nor touches the pages a run never calls.
-    // SAFETY: the cache folder is the host's own (private: only this user can write
-    // it); entries are written below by this engine from `Component::serialize`, named
-    // by the compatibility hash, and never changed in place: a new entry is written to a
-    // temporary file and renamed over, trimming and `cache clean` unlink. A mapped entry
-    // thus keeps its inode and bytes however other runs rewrite or remove it (no SIGBUS
-    // from a truncation). wasmtime checks the header (version, target, settings) before
-    // using one.
-    match unsafe { Component::deserialize_file(&runtime().engine, &path) } {
+    // Read into memory rather than `deserialize_file` (mmap): another process rewriting
+    // or truncating a mapped entry would crash this one with SIGBUS.
+    let bytes = std::fs::read(&path).ok()?;
+    // SAFETY: the cache folder is the host's own; entries are written below by this
+    // engine from `Component::serialize` and named by the compatibility hash, and
+    // wasmtime checks the header (version, target, settings) before using one.
+    match unsafe { Component::deserialize(&runtime().engine, &bytes) } {
         Ok(c) => Some(Arc::new(c)),
         // A truncated or foreign file: recompiled and overwritten by the caller.
         Err(_) => {
