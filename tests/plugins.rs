@@ -344,6 +344,67 @@ fn broken_plugins_are_reported_and_skipped() {
     assert!(matches!(&errors[6], PluginLoadError::Duplicate { .. }));
 }
 
+/// A broken extractor in the plugin folder: it loads on first use, so a run reports it
+/// when a step first extracts facts and goes on without it; `--strict` loads every kind
+/// before the first step and refuses to start.
+#[test]
+fn strict_loads_deferred_plugins_before_the_run() {
+    let example = root().join("examples/fix-failing-test");
+    let folder = tempfile::tempdir().unwrap();
+    let broken = install(folder.path(), "extract-cargo", "x-broken", |m| {
+        m.replace("name = \"extract-cargo\"", "name = \"x-broken\"")
+    });
+    std::fs::write(broken.join("extract_cargo.wasm"), b"\0asm garbage").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |strict: bool| {
+        let tmp = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("cp")
+            .arg("-R")
+            .arg(example.join("project/."))
+            .arg(tmp.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"));
+        cmd.current_dir(tmp.path())
+            .arg("--workspace")
+            .arg(tmp.path())
+            .arg("run")
+            .arg(example.join("task.yaml"))
+            .arg("--replay")
+            .arg(example.join("session.jsonl"))
+            .arg("--plugins")
+            .arg(folder.path())
+            .env_remove("AGENTFORGE_FAULT")
+            .env("AGENTFORGE_CACHE_DIR", cache.path());
+        if strict {
+            cmd.arg("--strict");
+        }
+        let out = cmd.output().unwrap();
+        let log = tmp
+            .path()
+            .join(".agentforge/tasks/fix-word-count/actions.jsonl");
+        (out, std::fs::read_to_string(log).unwrap_or_default())
+    };
+    let (out, log) = run(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("plugin error") && stderr.contains("x-broken"),
+        "{stderr}"
+    );
+    assert!(!log.is_empty(), "the run went on without the broken plugin");
+    let (out, log) = run(true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("x-broken") && stderr.contains("--strict"),
+        "{stderr}"
+    );
+    assert!(log.is_empty(), "no step ran: {log}");
+}
+
 /// `agentforge run --plugins plugins/`: the bundled example with every built-in plugin
 /// (the README's demo): the task type, gates and extractors come from components, the
 /// model's first action is the `outline` tool plugin (reading with the read capability
@@ -919,11 +980,26 @@ fn built_in_kinds_load_when_a_step_first_needs_them() {
         "the built-in gate judged the check: {check:?}"
     );
 
-    // A folder with a gate: gates load with the folder, the other kinds still wait.
+    // A folder with a gate: only its manifest is read at set-up; the gate loads with the
+    // built-in gates when a step first needs a gate (or `--strict` loads every kind), and
+    // its load errors are kept for then: this one would replace the built-in `*` gate,
+    // which the project did not allow.
     let folder = tmp.path().join("plugins");
     install(&folder, "gate-command", "my-gate", |m| {
         m.replace("name = \"gate-command\"", "name = \"my-gate\"")
     });
     let rt = runtime(&[folder]);
-    assert_eq!(loaded(&rt), [false, true, false]);
+    assert_eq!(loaded(&rt), [false, false, false]);
+    let late = rt.load_deferred_plugins().unwrap();
+    assert_eq!(loaded(&rt), [true, true, true]);
+    assert!(
+        late.iter()
+            .any(|w| w.contains("`my-gate`") && w.contains("replace = [\"gate-command\"]")),
+        "{late:?}"
+    );
+    assert_eq!(
+        rt.gates.get().unwrap().for_check("lint").name(),
+        "gate-command",
+        "the refused folder gate replaced nothing"
+    );
 }

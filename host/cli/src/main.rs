@@ -602,13 +602,18 @@ fn offline_runtime(g: &Global) -> Result<Runtime, Failure> {
 
 /// Loads the built-in plugins and those of every plugin folder (flags and `[plugins]
 /// dirs`, relative to the workspace) into the runtime. A broken plugin is reported and
-/// skipped, or fatal with `--strict`; two plugins claiming one task type, tool or check
-/// is always an error naming both.
+/// skipped, or fatal with `--strict` (which also loads now what would load on first use);
+/// two plugins claiming one task type, tool or check is always an error naming both.
 fn load_plugins(rt: &mut Runtime, strict: bool) -> Result<(), Failure> {
     let dirs = rt.config.plugins.dirs.clone();
-    let errors = rt.load_plugins(&dirs).map_err(|e| usage(anyhow!(e)))?;
+    let mut errors = rt.load_plugins(&dirs).map_err(|e| usage(anyhow!(e)))?;
     for e in &errors {
         eprintln!("plugin error: {e}");
+    }
+    // Extractors, gates and guards load on first use; `--strict` wants every broken
+    // plugin known before the run starts (their errors are printed as they load).
+    if strict {
+        errors.extend(rt.load_deferred_plugins().map_err(|e| usage(anyhow!(e)))?);
     }
     if strict && !errors.is_empty() {
         return Err(usage(anyhow!(

@@ -298,6 +298,17 @@ pub struct Runtime {
     /// The command line's `--max-steps`: wins over the task file and the config, and is
     /// recorded in the task's state (see [`agentforge_core::budget::StepLimit`]).
     pub max_steps: Option<u64>,
+    /// The load errors of plugins loaded on first use, for [`Runtime::load_deferred_plugins`].
+    late_warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// Prints what the host changed of each plugin's requests (see `LoadedPlugin::notes`).
+fn print_notes(plugins: &[agentforge_plugin_host::LoadedPlugin]) {
+    for p in plugins {
+        for note in &p.notes {
+            eprintln!("plugin {}: {note}", p.name());
+        }
+    }
 }
 
 /// The embedded built-in plugins whose manifest declares a kind not in `kinds`.
@@ -420,6 +431,7 @@ impl Runtime {
             provider,
             progress: false,
             max_steps: None,
+            late_warnings: Default::default(),
         }
     }
 
@@ -430,20 +442,23 @@ impl Runtime {
     /// plugins, which are skipped; two folder plugins claiming one task type, tool or
     /// check is an error naming both, and so is a broken built-in.
     ///
-    /// Folder plugins and the built-in task types load now (the first prompt needs them).
-    /// The built-in extractors, gates and guards of a kind no folder plugin has load when
-    /// a step first uses that kind ([`Deferred`]): nothing of a folder can replace or
-    /// conflict with them, so loading them later changes no outcome, only when it is paid.
+    /// Task types and tools (built-in and of folders) load now: the first prompt needs
+    /// them. Extractors, gates and guards, built-in and of folders, load when a step first
+    /// uses their kind ([`Deferred`]); only their folders' manifests are read now. The
+    /// errors of plugins loaded later are printed then (`plugin error: ...`) and kept for
+    /// [`Runtime::load_deferred_plugins`], which loads every kind at once (`--strict`).
     pub fn load_plugins(
         &mut self,
         dirs: &[std::path::PathBuf],
     ) -> Result<Vec<String>, PluginSetupError> {
-        use agentforge_plugin_host::{load_builtin, load_dir_with, LoadOptions, PluginKind};
+        use agentforge_plugin_host::{
+            load_builtin, load_folders, replacements, scan_dir, LoadOptions, PluginKind,
+        };
         let cache = agentforge_plugin_host::default_cache_dir();
         let mut opts = LoadOptions::new(&self.workspace, &self.config.plugins);
         opts.checks = self.declared_checks.clone();
         let mut warnings = Vec::new();
-        let mut from_folders = Vec::new();
+        let mut folders = Vec::new();
         for dir in dirs {
             let dir = if dir.is_absolute() {
                 dir.clone()
@@ -455,53 +470,68 @@ impl Runtime {
             }
             self.workspace
                 .protect(&dir, "a plugin folder this run loads plugins from");
-            let (loaded, errors) = load_dir_with(&dir, &cache, &opts);
+            let (found, errors) = scan_dir(&dir);
             warnings.extend(errors.iter().map(|e| e.to_string()));
-            from_folders.extend(loaded);
+            folders.extend(found);
         }
         self.workspace.protect(
             &cache,
             "the compiled-plugin cache this run loads plugins from",
         );
-        // The kinds whose built-ins wait for first use.
-        let deferred: Vec<PluginKind> =
-            [PluginKind::Extractor, PluginKind::Gate, PluginKind::Guard]
-                .into_iter()
-                .filter(|k| !from_folders.iter().any(|p| p.kind() == *k))
-                .collect();
-        let builtins = builtin_plugins_except(&deferred);
-        let (builtin, errors) = load_builtin(&builtins, &cache, &opts);
+        const DEFERRED: [PluginKind; 3] =
+            [PluginKind::Extractor, PluginKind::Gate, PluginKind::Guard];
+        let (mut later, now): (Vec<_>, Vec<_>) = folders
+            .into_iter()
+            .partition(|f| f.kind().is_some_and(|k| DEFERRED.contains(&k)));
+        let (from_folders, errors) = load_folders(now, &cache, &opts);
+        warnings.extend(errors.iter().map(|e| e.to_string()));
+        let (builtin, errors) = load_builtin(&builtin_plugins_except(&DEFERRED), &cache, &opts);
         if !errors.is_empty() {
             let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
             return Err(PluginSetupError::Builtin(all));
         }
-        let (from_folders, refused) = agentforge_plugin_host::replacements(
-            &builtin,
-            from_folders,
-            &self.config.plugins.replace,
-        );
+        let (from_folders, refused) =
+            replacements(&builtin, from_folders, &self.config.plugins.replace);
         warnings.extend(refused);
-        for p in &from_folders {
-            for note in &p.notes {
-                eprintln!("plugin {}: {note}", p.name());
-            }
-        }
+        print_notes(&from_folders);
         let mut all: Vec<_> = builtin
             .into_iter()
             .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))
             .collect();
         all.extend(from_folders);
         warnings.extend(self.install(all)?);
-        for kind in deferred {
+        for kind in DEFERRED {
+            let folders: Vec<_>;
+            (folders, later) = later.into_iter().partition(|f| f.kind() == Some(kind));
             let (cache, opts) = (cache.clone(), opts.clone());
+            let replace = self.config.plugins.replace.clone();
+            let late = self.late_warnings.clone();
             let load = move || {
-                let (loaded, errors) = load_builtin(&builtin_plugins_of(kind), &cache, &opts);
-                if errors.is_empty() {
-                    Ok(loaded)
-                } else {
+                let (builtin, errors) = load_builtin(&builtin_plugins_of(kind), &cache, &opts);
+                if !errors.is_empty() {
                     let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                    Err(PluginSetupError::Builtin(all))
+                    return Err(PluginSetupError::Builtin(all));
                 }
+                let (from_folders, errors) = load_folders(folders, &cache, &opts);
+                let (from_folders, refused) = replacements(&builtin, from_folders, &replace);
+                let errors: Vec<String> = errors
+                    .iter()
+                    .map(|e| e.to_string())
+                    .chain(refused)
+                    .collect();
+                for e in &errors {
+                    eprintln!("plugin error: {e}");
+                }
+                late.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend(errors);
+                print_notes(&from_folders);
+                let mut all: Vec<_> = builtin
+                    .into_iter()
+                    .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))
+                    .collect();
+                all.extend(from_folders);
+                Ok(all)
             };
             match kind {
                 PluginKind::Extractor => {
@@ -524,6 +554,20 @@ impl Runtime {
             }
         }
         Ok(warnings)
+    }
+
+    /// Loads the plugins [`Runtime::load_plugins`] left for first use (extractors, gates,
+    /// guards), now, and returns the errors of the plugins that failed to load (each was
+    /// also printed). A broken built-in or two gates on one check is the error.
+    pub fn load_deferred_plugins(&self) -> Result<Vec<String>, PluginSetupError> {
+        self.extractors.get()?;
+        self.gates.get()?;
+        self.guards.get()?;
+        Ok(self
+            .late_warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone())
     }
 
     /// Wires loaded plugins into the run (see [`Runtime::load_plugins`]). Returns the

@@ -510,38 +510,131 @@ pub fn load_dir(dir: &Path, cache: &Path) -> (Vec<LoadedPlugin>, Vec<PluginLoadE
     load_dir_with(dir, cache, &LoadOptions::default())
 }
 
-/// [`load_dir`] with the project's workspace and `[plugins]` config.
+/// [`load_dir`] with the project's workspace and `[plugins]` config: [`scan_dir`], then
+/// [`load_folders`].
 pub fn load_dir_with(
     dir: &Path,
     cache: &Path,
     opts: &LoadOptions,
 ) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
-    let mut plugins: Vec<LoadedPlugin> = Vec::new();
-    let mut errors = Vec::new();
-    let mut folders: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join("plugin.toml").is_file())
-            .collect(),
-        Err(e) => {
-            errors.push(PluginLoadError::Io {
-                path: dir.to_path_buf(),
-                message: e.to_string(),
-            });
-            return (plugins, errors);
-        }
+    let scanned = match scan_entries(dir) {
+        Ok(scanned) => scanned,
+        Err(e) => return (Vec::new(), vec![e]),
     };
+    let mut loaded = in_parallel(&scanned, |entry| match entry {
+        Ok(f) => Some(f.load(cache, opts)),
+        Err(_) => None,
+    });
+    // Errors in folder order, whether of the manifest or of the component.
+    let mut plugins = Vec::new();
+    let mut errors = Vec::new();
+    for (entry, result) in scanned.into_iter().zip(loaded.drain(..)) {
+        match (entry, result) {
+            (Err(e), _) => errors.push(e),
+            (Ok(_), Some(Ok(p))) => plugins.push(p),
+            (Ok(_), Some(Err(e))) => errors.push(e),
+            (Ok(_), None) => unreachable!("every scanned folder is loaded"),
+        }
+    }
+    (plugins, errors)
+}
+
+/// A plugin folder whose manifest is read and checked and whose component is not loaded
+/// yet: what a run needs to decide when to load it (its kind) and to report a duplicate.
+#[derive(Debug, Clone)]
+pub struct PluginFolder {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Its parsed manifest.
+    pub manifest: Manifest,
+}
+
+impl PluginFolder {
+    /// The kind its manifest declares (checked when the manifest was read).
+    pub fn kind(&self) -> Option<PluginKind> {
+        self.manifest.kind().ok()
+    }
+
+    /// Loads its component (see [`load_plugin_with`]).
+    pub fn load(&self, cache: &Path, opts: &LoadOptions) -> Result<LoadedPlugin, PluginLoadError> {
+        load_manifested(
+            &self.dir,
+            self.manifest.clone(),
+            cache,
+            opts,
+            Instant::now(),
+        )
+    }
+}
+
+/// The plugin folders of `dir` (sub-folders with a `plugin.toml`), in name order, with
+/// their manifests read and checked but no component loaded: a run loads each when its
+/// kind is first needed ([`load_folders`]). A broken manifest is an error and skipped; a
+/// second folder of the same plugin name is [`PluginLoadError::Duplicate`].
+pub fn scan_dir(dir: &Path) -> (Vec<PluginFolder>, Vec<PluginLoadError>) {
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    match scan_entries(dir) {
+        Ok(entries) => {
+            for entry in entries {
+                match entry {
+                    Ok(f) => found.push(f),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        Err(e) => errors.push(e),
+    }
+    (found, errors)
+}
+
+/// [`scan_dir`] with each folder's outcome in name order.
+fn scan_entries(dir: &Path) -> Result<Vec<Result<PluginFolder, PluginLoadError>>, PluginLoadError> {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| PluginLoadError::Io {
+            path: dir.to_path_buf(),
+            message: e.to_string(),
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("plugin.toml").is_file())
+        .collect();
     folders.sort();
-    for loaded in in_parallel(&folders, |folder| load_plugin_with(folder, cache, opts)) {
-        match loaded {
-            Ok(p) => match plugins.iter().find(|q| q.name() == p.name()) {
-                Some(q) => errors.push(PluginLoadError::Duplicate {
-                    plugin: p.name().to_string(),
-                    first: q.dir.clone(),
-                    second: p.dir,
+    let mut entries: Vec<Result<PluginFolder, PluginLoadError>> = Vec::new();
+    for folder in folders {
+        let entry = Manifest::load(&folder).and_then(|manifest| {
+            let first = entries
+                .iter()
+                .flatten()
+                .find(|f| f.manifest.name == manifest.name);
+            match first {
+                Some(first) => Err(PluginLoadError::Duplicate {
+                    plugin: manifest.name,
+                    first: first.dir.clone(),
+                    second: folder.clone(),
                 }),
-                None => plugins.push(p),
-            },
+                None => Ok(PluginFolder {
+                    dir: folder.clone(),
+                    manifest,
+                }),
+            }
+        });
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// Loads the components of `folders` (in parallel, results in the folders' order); a
+/// broken plugin is returned as an error and skipped.
+pub fn load_folders(
+    folders: Vec<PluginFolder>,
+    cache: &Path,
+    opts: &LoadOptions,
+) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
+    let mut plugins = Vec::new();
+    let mut errors = Vec::new();
+    for loaded in in_parallel(&folders, |f| f.load(cache, opts)) {
+        match loaded {
+            Ok(p) => plugins.push(p),
             Err(e) => errors.push(e),
         }
     }
@@ -575,6 +668,17 @@ pub fn load_plugin_with(
 ) -> Result<LoadedPlugin, PluginLoadError> {
     let started = Instant::now();
     let manifest = Manifest::load(folder)?;
+    load_manifested(folder, manifest, cache, opts, started)
+}
+
+/// Loads the component of the plugin in `folder` whose manifest is `manifest`.
+fn load_manifested(
+    folder: &Path,
+    manifest: Manifest,
+    cache: &Path,
+    opts: &LoadOptions,
+    started: Instant,
+) -> Result<LoadedPlugin, PluginLoadError> {
     let path = manifest.component_path(folder)?;
     // A warm start: the digest remembered for this very version of the file (same
     // inode, size and times; see `stamp.rs`) selects its compiled code, and the component
