@@ -1301,7 +1301,11 @@ impl<'r> Executor<'r> {
         ));
         let outcome = self.run_steps(stop).await;
         groups.record_in(None);
-        outcome
+        // The run ends with its log on the disk (the last line's flush may be in flight).
+        let flushed = self.dir.wait_flushed();
+        let outcome = outcome?;
+        flushed?;
+        Ok(outcome)
     }
 
     async fn run_steps(&self, stop: &StopRequest) -> Result<RunOutcome, ExecError> {
@@ -1377,6 +1381,9 @@ impl<'r> Executor<'r> {
         let started = Instant::now();
         let schema = self.schema(&spec.task_type)?;
         let phase_before = state.phase.clone();
+        // The previous step's line reaches the disk (its flush overlapped the model
+        // request) before this step's action may change anything.
+        self.dir.wait_flushed()?;
 
         let classified = self.classify(&response.reply, &offered, &state.phase);
         let acted = self

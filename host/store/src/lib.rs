@@ -5,6 +5,8 @@
 //! ([`secrets`]).
 
 pub mod commands;
+pub mod flush;
+mod parsed;
 pub mod secrets;
 pub mod state_store;
 pub mod tools;

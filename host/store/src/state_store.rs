@@ -5,15 +5,17 @@
 //! ```text
 //! task.yaml            immutable spec
 //! state.yaml           the state after the last step (a cache of the log's last line)
-//! actions.jsonl        append-only audit log, one line per executed step (fsynced)
+//! actions.jsonl        append-only audit log, one line per executed step (flushed)
 //! working_memory.yaml  the loaded context, stamped with its step (atomic rewrite)
 //! provider.yaml        the provider and model the task last ran with (never a key)
 //! artifacts/{inputs,outputs,snapshots}/
 //! ```
 //!
-//! The log is the source of truth: a step counts as done once its line is on disk.
-//! Every line carries the state after that step, so the line's fsync is the step's
-//! only durable write: `state.yaml` is then replaced atomically (rename) without
+//! The log is the source of truth: a step counts as done once its line is written (a
+//! kill loses nothing from then on); its flush to the disk runs while the model is asked
+//! for the next step, and the executor waits for it before that step's action changes
+//! anything ([`crate::flush`]). Every line carries the state after that step, so the
+//! line's flush is the step's only durable write: `state.yaml` is then replaced atomically (rename) without
 //! waiting for the disk, and a crash or power loss that leaves it behind, empty or
 //! unreadable is repaired on the next open from the last line. The working memory is
 //! written the same way just before the line, stamped with its step: a power loss that
@@ -169,8 +171,8 @@ pub const PROVIDER_FILE: &str = "provider.yaml";
 /// Appends `line` (a whole log line, its newline included) to the log at `path` in one
 /// write and fsyncs it: one write keeps a crash's tearing to the last line only, and the
 /// line is durable once this returns. On failure, says what it was doing ("cannot open",
-/// "cannot append to", "cannot fsync") with the error. The task log and the sprint
-/// iteration log both append through it.
+/// "cannot append to", "cannot fsync") with the error. The sprint iteration log appends
+/// through it; the task log flushes in the background instead ([`crate::flush`]).
 pub fn append_synced_line(path: &Path, line: &[u8]) -> Result<(), (&'static str, io::Error)> {
     let mut f = OpenOptions::new()
         .create(true)
@@ -310,7 +312,7 @@ impl TaskStore {
             let p = dir.join(sub);
             fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
         }
-        let task_dir = TaskDir { dir };
+        let task_dir = TaskDir::at(dir);
         task_dir.save_working_memory(&WorkingMemory::default())?;
         task_dir.save_state(initial)?;
         // Inputs are kept verbatim for `load_context spec_section:` and post-mortems.
@@ -332,7 +334,7 @@ impl TaskStore {
                 root: self.root.display().to_string(),
             });
         }
-        Ok(TaskDir { dir })
+        Ok(TaskDir::at(dir))
     }
 
     /// Ids of all tasks, sorted.
@@ -377,12 +379,17 @@ impl Recovery {
 #[derive(Debug, Clone)]
 pub struct TaskDir {
     dir: PathBuf,
+    /// Parsed copies of its files, used when the bytes on the disk are those parsed.
+    parsed: std::sync::Arc<crate::parsed::ParseCache>,
 }
 
 impl TaskDir {
     /// Opens a task folder directly (as `inspect` does with a path).
     pub fn at(dir: PathBuf) -> TaskDir {
-        TaskDir { dir }
+        TaskDir {
+            dir,
+            parsed: Default::default(),
+        }
     }
 
     /// The folder.
@@ -459,10 +466,12 @@ impl TaskDir {
     /// Reads `state.yaml` as it is (see [`TaskDir::recover`] for the consistent state).
     pub fn load_state(&self) -> Result<TaskState, StoreError> {
         let p = self.dir.join("state.yaml");
-        let text = fs::read_to_string(&p).map_err(io_err("cannot read", &p))?;
-        serde_yaml_ng::from_str(&text).map_err(|e| StoreError::Corrupt {
-            path: p.display().to_string(),
-            message: e.to_string(),
+        let bytes = fs::read(&p).map_err(io_err("cannot read", &p))?;
+        self.parsed.state(&bytes, |b| {
+            serde_yaml_ng::from_slice(b).map_err(|e| StoreError::Corrupt {
+                path: p.display().to_string(),
+                message: e.to_string(),
+            })
         })
     }
 
@@ -472,7 +481,7 @@ impl TaskDir {
     }
 
     /// Atomically rewrites `state.yaml` from a step's record whose log line is already
-    /// durable ([`TaskDir::append_action`]): no fsync, since [`TaskDir::recover`] rebuilds
+    /// written ([`TaskDir::append_action`]): no fsync, since [`TaskDir::recover`] rebuilds
     /// the file from that line if a power loss leaves it behind.
     pub fn save_state_after_log(&self, state: &TaskState) -> Result<(), StoreError> {
         self.write_state(state, Durability::Cache)
@@ -484,7 +493,9 @@ impl TaskDir {
             path: p.display().to_string(),
             message: e.to_string(),
         })?;
-        rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))
+        rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))?;
+        self.parsed.wrote_state(yaml.as_bytes(), state);
+        Ok(())
     }
 
     /// The provider the task last ran with; `None` for a task that never ran (or was
@@ -516,10 +527,12 @@ impl TaskDir {
     /// Reads the working memory (empty if the file is missing).
     pub fn load_working_memory(&self) -> Result<WorkingMemory, StoreError> {
         let p = self.dir.join(WORKING_MEMORY_FILE);
-        match fs::read_to_string(&p) {
-            Ok(text) => serde_yaml_ng::from_str(&text).map_err(|e| StoreError::Corrupt {
-                path: p.display().to_string(),
-                message: e.to_string(),
+        match fs::read(&p) {
+            Ok(bytes) => self.parsed.memory(&bytes, |b| {
+                serde_yaml_ng::from_slice(b).map_err(|e| StoreError::Corrupt {
+                    path: p.display().to_string(),
+                    message: e.to_string(),
+                })
             }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(WorkingMemory::default()),
             Err(e) => Err(io_err("cannot read", &p)(e)),
@@ -545,10 +558,13 @@ impl TaskDir {
     ) -> Result<(), StoreError> {
         let p = self.dir.join(WORKING_MEMORY_FILE);
         let yaml = serde_yaml_ng::to_string(wm).expect("working memory serializes");
-        rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))
+        rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))?;
+        self.parsed.wrote_memory(yaml.as_bytes(), wm);
+        Ok(())
     }
 
-    /// Appends one record to the log and fsyncs it. The step is done once this returns.
+    /// Appends one record to the log, flushed to the disk in the background
+    /// ([`crate::flush`]). The step is done once this returns: a kill loses nothing.
     pub fn append_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
         let p = self.log_path();
         let mut line = serde_json::to_string(record).map_err(|e| StoreError::Corrupt {
@@ -564,7 +580,14 @@ impl TaskDir {
             }
             agentforge_core::fault::point("torn_log", record.step);
         }
-        append_synced_line(&p, line.as_bytes()).map_err(|(op, e)| io_err(op, &p)(e))
+        crate::flush::append_line(&p, line.as_bytes()).map_err(|(op, e)| io_err(op, &p)(e))
+    }
+
+    /// Waits until the log's lines are on the disk ([`crate::flush`]): the barrier the
+    /// executor passes before a step's action may change anything.
+    pub fn wait_flushed(&self) -> Result<(), StoreError> {
+        let p = self.log_path();
+        crate::flush::wait_flushed(&p).map_err(|e| io_err("cannot fsync", &p)(e.source))
     }
 
     /// Reads every record. A torn last line is an error here: call [`TaskDir::recover`] first.
@@ -582,7 +605,7 @@ impl TaskDir {
     /// does not grow with the log's length. `S` is how much of each record's state is
     /// parsed (the whole `TaskState`, or only what a reader needs, as in
     /// [`agentforge_core::state::TailRecord`]).
-    pub fn recent_actions<S: serde::de::DeserializeOwned>(
+    pub fn recent_actions<S: serde::de::DeserializeOwned + Clone + Send + 'static>(
         &self,
         n: usize,
     ) -> Result<Vec<ActionRecord<S>>, StoreError> {
@@ -613,11 +636,26 @@ impl TaskDir {
                     None => "",
                 }
             };
-            let complete_lines = body.lines().filter(|l| !l.trim().is_empty()).count();
-            if complete_lines >= n || start == 0 {
-                let records = parse_log(body, &p)?;
-                let skip = records.len().saturating_sub(n);
-                return Ok(records.into_iter().skip(skip).collect());
+            let lines: Vec<&str> = body.lines().filter(|l| !l.trim().is_empty()).collect();
+            if lines.len() >= n || start == 0 {
+                // Only the last `n` lines are parsed, each once across steps (the same
+                // bytes give the same record; see `parsed.rs`).
+                let skip = lines.len().saturating_sub(n);
+                return lines[skip..]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| {
+                        self.parsed.line(l, |l| {
+                            serde_json::from_str(l).map_err(|e| StoreError::Corrupt {
+                                path: p.display().to_string(),
+                                message: format!(
+                                    "line {} from the end: {e}",
+                                    lines.len() - skip - i
+                                ),
+                            })
+                        })
+                    })
+                    .collect();
             }
             chunk *= 4;
         }
@@ -857,6 +895,42 @@ mod tests {
                 (r.step, &r.action, &r.summary, r.result, &r.file_hashes)
             );
         }
+    }
+
+    /// The parsed copies are used only while the bytes on the disk are those parsed:
+    /// a file changed behind the host's back (same length, even) is read as it is now.
+    #[test]
+    fn reads_see_files_changed_behind_the_host() {
+        let (_tmp, dir, mut st) = setup();
+        st.step = 11;
+        dir.save_state(&st).unwrap();
+        assert_eq!(dir.load_state().unwrap().step, 11);
+        let path = dir.path().join("state.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("step: 11", "step: 12")).unwrap();
+        assert_eq!(dir.load_state().unwrap().step, 12);
+
+        let mut wm = WorkingMemory::default();
+        wm.step = 3;
+        dir.save_working_memory(&wm).unwrap();
+        assert_eq!(dir.load_working_memory().unwrap().step, 3);
+        let path = dir.path().join(WORKING_MEMORY_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("step: 3", "step: 4")).unwrap();
+        assert_eq!(dir.load_working_memory().unwrap().step, 4);
+
+        for s in 1..=3 {
+            dir.append_action(&record(s, &st)).unwrap();
+        }
+        let before: Vec<ActionRecord> = dir.recent_actions(2).unwrap();
+        assert_eq!(before[1].summary, record(3, &st).summary);
+        let log = std::fs::read_to_string(dir.log_path()).unwrap();
+        let old = &record(3, &st).summary;
+        let new: String = old.chars().rev().collect();
+        assert_eq!(old.len(), new.len());
+        std::fs::write(dir.log_path(), log.replace(old.as_str(), &new)).unwrap();
+        let after: Vec<ActionRecord> = dir.recent_actions(2).unwrap();
+        assert_eq!(after[1].summary, new);
     }
 
     #[test]
