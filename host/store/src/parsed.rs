@@ -15,13 +15,16 @@ const MAX_LINES: usize = 96;
 /// One file's bytes and its parsed value.
 type Entry<T> = Mutex<Option<(Vec<u8>, T)>>;
 
+/// Log lines and their records (boxed `ActionRecord<S>`), of the record type named.
+type Lines = (Option<TypeId>, VecDeque<(String, Box<dyn Any + Send>)>);
+
 /// The parsed copies of one task folder's files.
 #[derive(Default)]
 pub(crate) struct ParseCache {
     state: Entry<agentforge_core::state::TaskState>,
     memory: Entry<agentforge_core::working_memory::WorkingMemory>,
     /// Log lines and their records, of one record type at a time (the last asked for).
-    lines: Mutex<(Option<TypeId>, VecDeque<(String, Box<dyn Any + Send>)>)>,
+    lines: Mutex<Lines>,
 }
 
 impl std::fmt::Debug for ParseCache {
