@@ -910,8 +910,10 @@ mod tests {
         std::fs::write(&path, text.replace("step: 11", "step: 12")).unwrap();
         assert_eq!(dir.load_state().unwrap().step, 12);
 
-        let mut wm = WorkingMemory::default();
-        wm.step = 3;
+        let wm = WorkingMemory {
+            step: 3,
+            ..Default::default()
+        };
         dir.save_working_memory(&wm).unwrap();
         assert_eq!(dir.load_working_memory().unwrap().step, 3);
         let path = dir.path().join(WORKING_MEMORY_FILE);
