@@ -817,3 +817,34 @@ fn unmatched_output_falls_back_to_model_facts_capped_at_0_8() {
         "{ctx}"
     );
 }
+
+/// The token counts a command makes are kept in the cache folder
+/// (`token-counts-o200k.bin`) for later ones, which then build the first prompt without
+/// waiting for the tokenizer: the same prompt, counted the same, as with no counts kept.
+#[test]
+fn kept_token_counts_give_the_same_prompt_and_counts() {
+    let dir = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = cmd(dir.path())
+            .args(args)
+            .env("AGENTFORGE_CACHE_DIR", cache.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["task", "new", "task.yaml"]);
+    let file = cache.path().join("token-counts-o200k.bin");
+    let _ = std::fs::remove_file(&file);
+    let cold: Value = serde_json::from_str(&run(&["--json", "context", "notes"])).unwrap();
+    let kept = std::fs::read(&file).unwrap();
+    assert!(
+        kept.len() > 16 + 20 && (kept.len() - 16).is_multiple_of(20),
+        "{}",
+        kept.len()
+    );
+    let warm: Value = serde_json::from_str(&run(&["--json", "context", "notes"])).unwrap();
+    assert_eq!(warm, cold);
+    assert!(cold["total_tokens"].as_u64().unwrap() > 100, "{cold}");
+}

@@ -221,43 +221,66 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
 
 fn resume_time() {
     let bin = env!("CARGO_BIN_EXE_agentforge");
-    let mut samples = Vec::new();
+    // Warm: the killed run had built the prompt of the step it was on (here by `agentforge
+    // context`, which builds that very prompt), so the token counts it made are on disk;
+    // cold: no counts on disk, the first prompt waits for the tokenizer to load.
+    let mut samples = [Vec::new(), Vec::new()];
     for _ in 0..RUNS {
-        let tmp = tempfile::tempdir().unwrap();
-        let (rt, spec) = setup(tmp.path(), 5000);
-        let dir = fake_history(&rt, &spec, 1000);
-        // A crash mid-append: a torn last line, and state.yaml one step behind.
-        let mut log = std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.log_path())
-            .unwrap();
-        std::io::Write::write_all(&mut log, b"{\"step\":1001,\"phase\":\"impl").unwrap();
-        let server = ScriptedServer::builder(Protocol::OpenAi)
-            .script(vec![Scripted::tool_call(
-                "escalate",
-                json!({"reason": "bench"}),
-            )])
-            .start_background();
-        let started = Instant::now();
-        let mut child = std::process::Command::new(bin)
-            .arg("--workspace")
-            .arg(tmp.path())
-            .args(["resume", "bench", "--provider", "openai", "--quiet"])
-            .env("OPENAI_BASE_URL", server.base_url())
-            .env("OPENAI_API_KEY", "bench-key")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        assert!(server.wait_for_requests_blocking(1, Duration::from_secs(30)));
-        let first = server.requests()[0].received_at;
-        samples.push(first - started);
-        let _ = child.wait();
+        for (warm, samples) in [false, true].into_iter().zip(samples.iter_mut()) {
+            let tmp = tempfile::tempdir().unwrap();
+            let cache = tmp.path().join("cache/plugins");
+            let (rt, spec) = setup(tmp.path(), 5000);
+            let dir = fake_history(&rt, &spec, 1000);
+            if warm {
+                let ok = std::process::Command::new(bin)
+                    .arg("--workspace")
+                    .arg(tmp.path())
+                    .args(["context", "bench"])
+                    .env("AGENTFORGE_CACHE_DIR", &cache)
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .unwrap()
+                    .success();
+                assert!(ok);
+            }
+            // A crash mid-append: a torn last line, and state.yaml one step behind.
+            let mut log = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.log_path())
+                .unwrap();
+            std::io::Write::write_all(&mut log, b"{\"step\":1001,\"phase\":\"impl").unwrap();
+            let server = ScriptedServer::builder(Protocol::OpenAi)
+                .script(vec![Scripted::tool_call(
+                    "escalate",
+                    json!({"reason": "bench"}),
+                )])
+                .start_background();
+            let started = Instant::now();
+            let mut child = std::process::Command::new(bin)
+                .arg("--workspace")
+                .arg(tmp.path())
+                .args(["resume", "bench", "--provider", "openai", "--quiet"])
+                .env("OPENAI_BASE_URL", server.base_url())
+                .env("OPENAI_API_KEY", "bench-key")
+                .env("AGENTFORGE_CACHE_DIR", &cache)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            assert!(server.wait_for_requests_blocking(1, Duration::from_secs(30)));
+            let first = server.requests()[0].received_at;
+            samples.push(first - started);
+            let _ = child.wait();
+        }
     }
     println!("== resume after kill -9 (torn last line, 1,000 prior actions) ==");
     println!(
-        "process start -> next model request: {}",
-        Summary::of_times(&samples).time()
+        "process start -> next model request, token counts of the killed run on disk: {}",
+        Summary::of_times(&samples[1]).time()
+    );
+    println!(
+        "process start -> next model request, no token counts on disk: {}",
+        Summary::of_times(&samples[0]).time()
     );
 }
 

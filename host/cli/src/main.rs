@@ -276,7 +276,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run { task, flags } => {
             // The first prompt counts tokens: load the tokenizer meanwhile.
-            agentforge::context::preload_tokenizer();
+            start_token_counting();
             let spec = TaskSpec::load(task).map_err(usage)?;
             // A task that exists keeps the provider it ran with (flags still override).
             let store = TaskStore::new(&workspace_root(g)?);
@@ -312,7 +312,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             drive(&rt, dir, g.json).await
         }
         Command::Resume { task_id, flags } => {
-            agentforge::context::preload_tokenizer();
+            start_token_counting();
             let store = TaskStore::new(&workspace_root(g)?);
             let id = match task_id {
                 Some(id) => id.clone(),
@@ -422,10 +422,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             inspect_loops(g, source, format)
         }
         Command::Context { task_id } => {
+            // The counts it makes serve the next run or resume of the task too.
+            start_token_counting();
             let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
             let dir = rt.store.open(task_id).map_err(usage)?;
             let exec = Executor::new(&rt, dir);
-            let prepared = exec.prepare().map_err(exec_failure)?;
+            let mut prepared = exec.prepare().map_err(exec_failure)?;
+            prepared.prompt.make_exact();
+            agentforge::context::save_token_counts();
             if g.json {
                 let v = serde_json::json!({
                     "step": prepared.step,
@@ -538,6 +542,17 @@ fn record_of(config: &Config) -> RecordedProvider {
             .as_ref()
             .filter(|_| config.provider.kind == agentforge::providers::ProviderKind::Replay)
             .map(|r| std::path::absolute(r).unwrap_or_else(|_| r.clone())),
+    }
+}
+
+/// Starts the tokenizer's load on its own thread, and uses the counts earlier processes
+/// made (a file in the compiled-plugin cache folder), so the first prompt of a run or
+/// resume can go out before the tokenizer is there.
+fn start_token_counting() {
+    agentforge::context::preload_tokenizer();
+    let cache = agentforge::plugins::default_cache_dir();
+    if std::fs::create_dir_all(&cache).is_ok() {
+        agentforge::context::use_token_count_file(&cache.join("token-counts-o200k.bin"));
     }
 }
 

@@ -59,7 +59,10 @@ use compress::{
 };
 use tokens::{count_cached, count_capped, count_capped_cached, Count};
 
-pub use tokens::{count_tokens, preload as preload_tokenizer};
+pub use tokens::{
+    count_tokens, preload as preload_tokenizer, save_counts as save_token_counts,
+    use_count_file as use_token_count_file,
+};
 
 /// Tokens added by the chat format around the two messages and the reply priming
 /// (3 per message + 3, as OpenAI documents for its chat models).
@@ -329,6 +332,59 @@ pub struct BuiltPrompt {
     pub budget: usize,
     /// What was compressed, in prompt order, each note naming its section.
     pub compressions: Vec<String>,
+    /// Set when the counts above are byte lengths ([`build_for_step`]): the texts to
+    /// count once the tokenizer is there ([`BuiltPrompt::make_exact`]).
+    unmeasured: Option<Box<Unmeasured>>,
+}
+
+/// The parts of a prompt built on byte counts, as they were counted.
+#[derive(Debug, Clone)]
+struct Unmeasured {
+    /// The system prompt as counted (before any masking of the text sent).
+    system: String,
+    tools_json: String,
+    tail: String,
+    /// Each section's text, in [`Section::ALL`] order.
+    sections: Vec<Option<String>>,
+}
+
+impl BuiltPrompt {
+    /// Whether the token counts are exact (false: upper bounds from [`build_for_step`]).
+    pub fn is_exact(&self) -> bool {
+        self.unmeasured.is_none()
+    }
+
+    /// Makes the counts exact, counting with the tokenizer (waiting for it to load): the
+    /// prompt was built on byte counts that cut nothing, so exact counts change nothing
+    /// of the text. Does nothing when the counts are exact already.
+    pub fn make_exact(&mut self) {
+        let Some(u) = self.unmeasured.take() else {
+            return;
+        };
+        let system_tokens = count_cached(&u.system);
+        let tools_tokens = count_cached(&u.tools_json);
+        let suffix_tokens = count_cached(SUFFIX);
+        let tool_tokens = tools_tokens + count_cached(&u.tail).saturating_sub(suffix_tokens);
+        let mut total =
+            system_tokens + tool_tokens + MESSAGE_OVERHEAD + count_cached(HEAD) + suffix_tokens;
+        // `sections[0]` is the system prompt; the rest follow `Section::ALL`.
+        self.sections[0].tokens = system_tokens;
+        for ((s, text), row) in Section::ALL
+            .iter()
+            .zip(&u.sections)
+            .zip(self.sections.iter_mut().skip(1))
+        {
+            let tokens = text.as_deref().map_or(0, count_cached);
+            total += tokens;
+            row.tokens = tokens
+                + if *s == Section::Actions {
+                    tool_tokens
+                } else {
+                    0
+                };
+        }
+        self.total_tokens = total;
+    }
 }
 
 /// Why a prompt could not be built.
@@ -1009,7 +1065,7 @@ impl<'a> Prepared<'a> {
             }
         }
         if let (Count::Over(_), Some(t)) = (cur.count, &cur.text) {
-            cur.count = Count::Exact(count_tokens(t));
+            cur.count = Count::Exact(count_cached(t));
         }
         cur
     }
@@ -1070,6 +1126,39 @@ impl Candidate for Rendered {
 /// when the prompt cannot fit `budgets.total` even with every section at its most
 /// compressed (for instance a system prompt larger than the total).
 pub fn build(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt, ContextError> {
+    build_counted(input, budgets)
+}
+
+/// [`build`] for a step about to ask the model, without waiting for the tokenizer when it
+/// is still loading (the first step of a `run` or `resume`): the prompt is built with the
+/// counts remembered from earlier counting ([`use_token_count_file`]) and byte lengths
+/// (upper bounds) for the rest. When every count was a remembered one, that is the exact
+/// build. When some were byte lengths but nothing was cut, it is the very prompt exact
+/// counts give (they are lower), so it is sent while the tokenizer loads and its counts
+/// are made exact after the request ([`BuiltPrompt::make_exact`]). Otherwise, and once the
+/// tokenizer is loaded, this is [`build`].
+pub fn build_for_step(
+    input: &ContextInput,
+    budgets: &Budgets,
+) -> Result<BuiltPrompt, ContextError> {
+    if !tokens::is_loaded() {
+        let (bounded, bytes_used) = tokens::with_byte_bounds(|| build_counted(input, budgets));
+        match bounded {
+            Ok(mut p) if !bytes_used => {
+                p.unmeasured = None;
+                return Ok(p);
+            }
+            Ok(p) if p.compressions.is_empty() && p.sections.iter().all(|s| !s.compressed) => {
+                return Ok(p)
+            }
+            Err(e) if !bytes_used => return Err(e),
+            _ => {}
+        }
+    }
+    build_counted(input, budgets)
+}
+
+fn build_counted(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt, ContextError> {
     let native = matches!(input.tool_mode, ToolMode::Native);
     let system_tokens = count_cached(input.system_prompt);
     let (tools_json, tail) = if native && input.tools.is_empty() {
@@ -1099,7 +1188,7 @@ pub fn build(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt, Con
     let tools_tokens = count_cached(&tools_json);
     let suffix_tokens = count_cached(SUFFIX);
     let tail_tokens = count_cached(&tail);
-    let head_tokens = count_tokens(HEAD);
+    let head_tokens = count_cached(HEAD);
     // Text-mode instructions describe the tools: they count as available actions.
     let instructions_tokens = tail_tokens.saturating_sub(suffix_tokens);
     let tool_tokens = tools_tokens + instructions_tokens;
@@ -1232,12 +1321,14 @@ pub fn build(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt, Con
     }
     user.push_str(&tail);
 
-    debug_assert_eq!(
-        total,
-        MESSAGE_OVERHEAD
-            + count_tokens(input.system_prompt)
-            + count_tokens(&user)
-            + count_tokens(&tools_json),
+    // (Byte bounds mix with remembered exact counts, so they need not add up.)
+    debug_assert!(
+        tokens::is_bounded()
+            || total
+                == MESSAGE_OVERHEAD
+                    + count_tokens(input.system_prompt)
+                    + count_tokens(&user)
+                    + count_tokens(&tools_json),
         "section counts must add up to the count of the whole prompt"
     );
 
@@ -1249,6 +1340,14 @@ pub fn build(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt, Con
         } else {
             Vec::new()
         },
+        unmeasured: tokens::is_bounded().then(|| {
+            Box::new(Unmeasured {
+                system: input.system_prompt.to_string(),
+                tools_json: tools_json.clone(),
+                tail: tail.clone(),
+                sections: fitted.iter().map(|r| r.text.clone()).collect(),
+            })
+        }),
         sections,
         total_tokens: total,
         budget: budgets.total,

@@ -746,3 +746,49 @@ fn build_is_deterministic() {
     assert_eq!(a.compressions, b.compressions);
     assert_eq!(a.total_tokens, b.total_tokens);
 }
+
+/// A prompt built on byte counts (what [`build_for_step`] sends while the tokenizer
+/// loads) is the very prompt exact counting builds when the bytes cut nothing, and its
+/// counts become the exact ones; when the bytes would cut, it is not used; and when
+/// every count is a remembered one, it is the exact prompt, exactly counted.
+#[test]
+fn byte_bound_prompts_match_exact_ones() {
+    // Remember the counts of everything but a feedback line no other test uses.
+    let warm = superseding(Fixture::small());
+    build(&warm.input(), &Budgets::default()).unwrap();
+    let mut fx = superseding(Fixture::small());
+    fx.feedback = Some("byte-bound check: zebra quartz nebula 7f3a9c2e".into());
+
+    let (bounded, bytes_used) =
+        tokens::with_byte_bounds(|| build_counted(&fx.input(), &Budgets::default()));
+    let mut bounded = bounded.unwrap();
+    assert!(bytes_used, "the new feedback line was never counted");
+    assert!(!bounded.is_exact());
+    assert!(bounded.compressions.is_empty() && bounded.sections.iter().all(|s| !s.compressed));
+    let exact = build(&fx.input(), &Budgets::default()).unwrap();
+    assert!(exact.is_exact());
+    assert_eq!(bounded.user, exact.user);
+    assert_eq!(bounded.system, exact.system);
+    assert!(
+        bounded.total_tokens > exact.total_tokens,
+        "bytes bound tokens from above"
+    );
+    bounded.make_exact();
+    assert!(bounded.is_exact());
+    assert_eq!(bounded.total_tokens, exact.total_tokens);
+    assert_eq!(bounded.sections, exact.sections);
+    assert_exact_total(&bounded);
+
+    // Everything counted before: no byte length is used, whatever the budgets cut.
+    let tight = Budgets {
+        total: exact.total_tokens - 40,
+        ..Budgets::default()
+    };
+    let cut_exact = build(&fx.input(), &tight).unwrap();
+    assert!(!cut_exact.compressions.is_empty(), "the tight budget cuts");
+    let (again, bytes_used) = tokens::with_byte_bounds(|| build_counted(&fx.input(), &tight));
+    assert!(!bytes_used);
+    let again = again.unwrap();
+    assert_eq!(again.user, cut_exact.user);
+    assert_eq!(again.total_tokens, cut_exact.total_tokens);
+}

@@ -17,7 +17,57 @@ pub fn count_tokens(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    bpe_openai::o200k_base().count(text)
+    if bounded() {
+        BYTES_USED.with(|b| b.set(true));
+        return text.len();
+    }
+    let n = bpe_openai::o200k_base().count(text);
+    LOADED.store(true, std::sync::atomic::Ordering::Release);
+    n
+}
+
+/// Set once the tokenizer has loaded (its first count returned).
+static LOADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the tokenizer is loaded, so that counting costs no wait.
+pub(crate) fn is_loaded() -> bool {
+    LOADED.load(std::sync::atomic::Ordering::Acquire)
+}
+
+thread_local! {
+    /// Inside [`with_byte_bounds`]: counts are byte lengths.
+    static BYTE_BOUNDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Inside [`with_byte_bounds`]: some count was a byte length (no remembered count).
+    static BYTES_USED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn bounded() -> bool {
+    BYTE_BOUNDS.with(std::cell::Cell::get)
+}
+
+/// Whether counts are byte bounds here (inside [`with_byte_bounds`]).
+pub(crate) fn is_bounded() -> bool {
+    bounded()
+}
+
+/// Runs `f` with every count the tokenizer would make replaced by the text's length in
+/// bytes, an upper bound of its token count (an o200k token is at least one byte), so
+/// without the tokenizer. Counts remembered from earlier exact counting (in this process
+/// or, see [`use_count_file`], an earlier one) are still used; none made here is
+/// remembered. Also returns whether any count was a byte length: when none was, every
+/// count was exact.
+pub(crate) fn with_byte_bounds<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BYTE_BOUNDS.with(|b| b.set(false));
+        }
+    }
+    BYTE_BOUNDS.with(|b| b.set(true));
+    BYTES_USED.with(|b| b.set(false));
+    let _reset = Reset;
+    let r = f();
+    (r, BYTES_USED.with(std::cell::Cell::get))
 }
 
 /// Loads the tokenizer on a background thread, so a command that will count tokens
@@ -83,33 +133,142 @@ const PIECE: usize = 48;
 /// 16 bytes an entry).
 const PIECE_CACHE_ENTRIES: usize = 1 << 18;
 
-/// Counts of pieces, keyed by a 128-bit digest of their bytes (two independent 64-bit
-/// hashes), so a wrong hit needs a collision of both.
+/// Counts of pieces, keyed by a 128-bit digest of their bytes (two 64-bit hashes, see
+/// [`digest`]), so a wrong hit needs a collision of both.
 static PIECES: LazyLock<Mutex<std::collections::HashMap<(u64, u64), u32>>> =
     LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
 
-fn count_piece(piece: &str) -> usize {
-    use std::hash::{BuildHasher, Hasher};
-    // Fixed keys: the digest only needs to tell pieces apart within this process.
-    static KEYS: LazyLock<(std::hash::RandomState, std::hash::RandomState)> =
-        LazyLock::new(|| (std::hash::RandomState::new(), std::hash::RandomState::new()));
-    let digest = |state: &std::hash::RandomState| {
-        let mut h = state.build_hasher();
+/// The digest of a piece: two SipHash-1-3 values with fixed keys and distinct prefixes,
+/// the same in every process (the counts are kept on disk, see [`use_count_file`]).
+fn digest(piece: &str) -> (u64, u64) {
+    use std::hash::Hasher;
+    let half = |domain: u8| {
+        let mut h = std::hash::DefaultHasher::new();
+        h.write_u8(domain);
         h.write(piece.as_bytes());
         h.finish()
     };
-    let key = (digest(&KEYS.0), digest(&KEYS.1));
+    (half(0), half(1))
+}
+
+fn count_piece(piece: &str) -> usize {
+    let key = digest(piece);
     if let Some(n) = PIECES.lock().ok().and_then(|c| c.get(&key).copied()) {
         return n as usize;
     }
     let n = count_tokens(piece);
+    if bounded() {
+        return n;
+    }
+    let n32 = u32::try_from(n).unwrap_or(u32::MAX);
     if let Ok(mut cache) = PIECES.lock() {
         if cache.len() >= PIECE_CACHE_ENTRIES {
             cache.clear();
         }
-        cache.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
+        cache.insert(key, n32);
+    }
+    if let Ok(mut file) = COUNT_FILE.lock() {
+        if let Some(f) = file.as_mut() {
+            f.new.push((key, n32));
+        }
     }
     n
+}
+
+/// The file of piece counts this process reads and adds to ([`use_count_file`]).
+struct CountFile {
+    path: std::path::PathBuf,
+    /// Counts made since the last [`save_counts`].
+    new: Vec<((u64, u64), u32)>,
+}
+
+static COUNT_FILE: Mutex<Option<CountFile>> = Mutex::new(None);
+
+/// The count file's first bytes: format and tokenizer.
+const COUNT_FILE_MAGIC: &[u8; 16] = b"agentforge-o200k";
+/// One entry: the piece's digest (two u64) and its count (u32), little-endian.
+const COUNT_ENTRY: usize = 20;
+/// Entries a count file keeps; past twice this it is rewritten with this many.
+const COUNT_FILE_ENTRIES: usize = 1 << 16;
+
+/// Remembers piece counts across processes in `path` (a cache: created when missing,
+/// ignored when unreadable or not this format): the counts it holds are used as if this
+/// process had made them, and those this process makes are appended by [`save_counts`].
+/// A `run` or `resume` then counts the pieces an earlier process counted (the task's
+/// files, its history, the tool definitions) without the tokenizer, which takes tens of
+/// milliseconds to load (see [`crate::build_for_step`]).
+pub fn use_count_file(path: &std::path::Path) {
+    let mut whole = true;
+    let entries = match std::fs::read(path) {
+        Ok(bytes) if bytes.starts_with(COUNT_FILE_MAGIC) => {
+            // A torn last entry would shift every entry appended after it.
+            whole = (bytes.len() - COUNT_FILE_MAGIC.len()).is_multiple_of(COUNT_ENTRY);
+            let body = &bytes[COUNT_FILE_MAGIC.len()..];
+            body.chunks_exact(COUNT_ENTRY)
+                .map(|e| {
+                    let word =
+                        |i: usize| u64::from_le_bytes(e[i..i + 8].try_into().expect("8 bytes"));
+                    let n = u32::from_le_bytes(e[16..20].try_into().expect("4 bytes"));
+                    ((word(0), word(8)), n)
+                })
+                .collect::<Vec<_>>()
+        }
+        _ => Vec::new(),
+    };
+    let too_long = entries.len() > 2 * COUNT_FILE_ENTRIES;
+    if let Ok(mut cache) = PIECES.lock() {
+        cache.extend(entries.iter().rev().take(COUNT_FILE_ENTRIES).copied());
+    }
+    if let Ok(mut file) = COUNT_FILE.lock() {
+        *file = Some(CountFile {
+            path: path.to_path_buf(),
+            new: Vec::new(),
+        });
+    }
+    if too_long || !whole || entries.is_empty() {
+        // Start the file over with the newest entries (or with none).
+        let keep: Vec<_> = entries
+            .iter()
+            .rev()
+            .take(COUNT_FILE_ENTRIES)
+            .rev()
+            .copied()
+            .collect();
+        let mut bytes = COUNT_FILE_MAGIC.to_vec();
+        for (key, n) in keep {
+            push_entry(&mut bytes, key, n);
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+}
+
+fn push_entry(bytes: &mut Vec<u8>, key: (u64, u64), n: u32) {
+    bytes.extend_from_slice(&key.0.to_le_bytes());
+    bytes.extend_from_slice(&key.1.to_le_bytes());
+    bytes.extend_from_slice(&n.to_le_bytes());
+}
+
+/// Appends the counts made since the last call to the file of [`use_count_file`] (one
+/// write, not flushed: a cache). Does nothing without such a file.
+pub fn save_counts() {
+    use std::io::Write;
+    let Ok(mut file) = COUNT_FILE.lock() else {
+        return;
+    };
+    let Some(f) = file.as_mut() else { return };
+    if f.new.is_empty() {
+        return;
+    }
+    let mut bytes = Vec::with_capacity(f.new.len() * COUNT_ENTRY);
+    for (key, n) in f.new.drain(..) {
+        push_entry(&mut bytes, key, n);
+    }
+    if let Ok(mut out) = std::fs::OpenOptions::new().append(true).open(&f.path) {
+        let _ = out.write_all(&bytes);
+    }
 }
 
 /// A byte offset at or after `from`, right after a `\n`, where token counts add up:
@@ -162,6 +321,9 @@ pub(crate) fn count_capped_cached(text: &str, cap: usize) -> Count {
         }
     }
     let count = count_capped(text, cap);
+    if bounded() {
+        return count;
+    }
     if let (Count::Exact(n), Ok(mut cache)) = (count, CACHE.lock()) {
         if cache.len() >= CACHE_SIZE {
             cache.remove(0);
@@ -174,6 +336,44 @@ pub(crate) fn count_capped_cached(text: &str, cap: usize) -> Count {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The count file: started over when it is not this format, holds the digest and
+    /// count of each piece counted (as counted), and drops a torn last entry rather than
+    /// shifting the entries after it.
+    #[test]
+    fn counts_are_kept_in_the_count_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("counts.bin");
+        std::fs::write(&path, b"not a count file").unwrap();
+        use_count_file(&path);
+        assert_eq!(std::fs::read(&path).unwrap(), COUNT_FILE_MAGIC);
+        let piece = "count file check: a line no other test counts 5b1e9d\n";
+        let n = count_capped(piece, usize::MAX).value();
+        assert_eq!(n, count_tokens(piece));
+        save_counts();
+        let has = |bytes: &[u8]| {
+            let key = digest(piece);
+            bytes[COUNT_FILE_MAGIC.len()..]
+                .chunks_exact(COUNT_ENTRY)
+                .any(|e| {
+                    e[..8] == key.0.to_le_bytes()
+                        && e[8..16] == key.1.to_le_bytes()
+                        && e[16..] == (n as u32).to_le_bytes()
+                })
+        };
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.starts_with(COUNT_FILE_MAGIC));
+        assert!((bytes.len() - COUNT_FILE_MAGIC.len()).is_multiple_of(COUNT_ENTRY));
+        assert!(has(&bytes), "the piece's count is in the file");
+        // A torn entry (a kill mid-append): the file is rewritten with whole entries.
+        let mut torn = bytes.clone();
+        torn.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7]);
+        std::fs::write(&path, &torn).unwrap();
+        use_count_file(&path);
+        let bytes = std::fs::read(&path).unwrap();
+        assert!((bytes.len() - COUNT_FILE_MAGIC.len()).is_multiple_of(COUNT_ENTRY));
+        assert!(has(&bytes));
+    }
 
     #[test]
     fn real_bpe_not_chars_over_four() {

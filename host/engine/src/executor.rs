@@ -1222,7 +1222,12 @@ impl<'r> Executor<'r> {
         budgets.apply(schema.budgets()).map_err(|e| {
             ExecError::Config(format!("task type `{}`: budgets: {e}", spec.task_type))
         })?;
-        let mut prompt = context::build(&input, &budgets)?;
+        // The first step of a run need not wait for the tokenizer to load: see
+        // `build_for_step` (its counts are made exact in `apply`).
+        let mut prompt = context::build_for_step(&input, &budgets)?;
+        // The pieces counted for this prompt (and the last one's exact counts), for the
+        // next process (see `use_token_count_file`).
+        context::save_token_counts();
         // The last choke point before the model: whatever a section shows (a schema's
         // file insert, a task input), no key value the host holds leaves in a request.
         let secrets = agentforge_store::secrets::secrets();
@@ -1370,7 +1375,7 @@ impl<'r> Executor<'r> {
     ) -> Result<StepReport, ExecError> {
         let PreparedStep {
             step,
-            prompt,
+            mut prompt,
             mut state,
             spec,
             mut memory,
@@ -1404,6 +1409,11 @@ impl<'r> Executor<'r> {
         // The step's accounting, then the record carrying the state after it.
         state.step = step;
         state.feedback = decided.feedback;
+        // Counted while the model answered, if the prompt went out on byte counts.
+        if !prompt.is_exact() {
+            prompt.make_exact();
+            context::save_token_counts();
+        }
         let tokens = prompt.total_tokens as u64;
         state.tokens.context_tokens += tokens;
         state.tokens.max_context_tokens = state.tokens.max_context_tokens.max(tokens);
