@@ -387,18 +387,16 @@ const BLIND4_FALSE_FLAGS: f64 = 0.05;
 /// own with the same judge. Issue 11's targets: recall >= 90% (a detection no later than
 /// 2 steps after the labelled step) and false flags <= 5%. First score, 2026-11-25: 14
 /// of 22 loops (63.6%; 5 of the 8 misses detected, but 3+ steps after the labelled step)
-/// and 1 of 22 legitimate sequences flagged (4.5%). The false-flag target holds and is
-/// asserted; recall is asserted at the level reached, so a regression fails.
+/// and 1 of 22 legitimate sequences flagged (4.5%). Improved on it the same evening
+/// (rules in `host/loops`, by a helper that never saw blind4): 20 of 22 (90.9%), none
+/// flagged; blind4, held out, stayed at 14 of 22 (see [`blind4_heldout_set_scores`]).
 #[test]
 fn blind3_dev_set_scores() {
     let Rates {
         recall,
         false_flags,
     } = score_blind_set("blind3", "blind3 dev set");
-    assert!(
-        recall >= 0.636,
-        "blind3 recall {recall:.3} < 0.636 (the level reached; the target is 0.90)"
-    );
+    assert!(recall >= 0.90, "blind3 dev set recall {recall:.3} < 0.90");
     assert!(
         false_flags <= 0.05,
         "blind3 false-flag rate {false_flags:.3} > 0.05"

@@ -60,7 +60,7 @@ impl Prepared {
         let mut seen: HashMap<String, Vec<String>> = HashMap::new();
         // Successful text edits per file as (removed, added) code lines, to spot an edit
         // undoing another however it is spaced, commented or quoted.
-        let mut edits: HashMap<String, Vec<CodeDiff>> = HashMap::new();
+        let mut edits: HashMap<String, Vec<(usize, CodeDiff)>> = HashMap::new();
         // Per file, what its last change wrote where (a range or the whole file) as code.
         let mut last_write: HashMap<String, (String, String)> = HashMap::new();
         // Per file, without recorded hashes: the code its text edits added and removed
@@ -110,7 +110,7 @@ impl Prepared {
                         }
                     }
                 }
-                let undo = undone_edit(edit.as_ref(), &edits);
+                let undo = undone_edit(edit.as_ref(), &edits, &seen);
                 changed_so_far |= !content.is_empty() || noop;
                 let mut facts = ContentFacts {
                     content: content.clone(),
@@ -134,7 +134,8 @@ impl Prepared {
                     }
                 }
                 if let Some((file, diff)) = edit.filter(|_| !noop) {
-                    edits.entry(file).or_default().push(diff);
+                    let versions = seen.get(&file).map_or(0, Vec::len);
+                    edits.entry(file).or_default().push((versions, diff));
                 }
                 facts
             })
@@ -192,15 +193,24 @@ impl NetChange {
 /// `(file, content id)` for each file a successful mutating step changed: the recorded
 /// content hash, or (for logs without hashes) a hash of the arguments.
 fn content_ids(s: &StepView) -> Vec<(String, String)> {
-    if ActionCategory::of(&s.action) != ActionCategory::Edit || s.result != ActionResult::Success {
+    if s.result != ActionResult::Success {
         return Vec::new();
     }
-    if !s.file_hashes.is_empty() {
-        return s
-            .file_hashes
+    // A command that rewrites files (`git stash`, `git checkout -- f`, a formatter) changes
+    // them as an edit does when the log records their content after it.
+    // (A check that reformats as it runs is still a check.)
+    let hashed = || {
+        s.file_hashes
             .iter()
             .map(|(f, h)| (normalize_path(f), h.clone()))
-            .collect();
+            .collect()
+    };
+    match ActionCategory::of_step(s) {
+        ActionCategory::Other | ActionCategory::Edit if !s.file_hashes.is_empty() => {
+            return hashed()
+        }
+        ActionCategory::Edit => {}
+        _ => return Vec::new(),
     }
     let summary = s.summary.to_lowercase();
     if summary.contains("nothing changed") || summary.contains("already has this content") {
@@ -291,15 +301,22 @@ fn text_edit(s: &StepView) -> Option<(String, CodeDiff)> {
 
 /// The file of an earlier edit that this one undoes: it adds back the code that one
 /// removed and removes the code that one added, however spaced or commented.
+///
+/// Only the file's latest change counts: taking out one of several earlier additions
+/// (a debug print among others) while the later ones stay is cleaning up, not putting
+/// the file back. `edits` holds each edit with the number of contents the file had
+/// after it; `seen` the file's contents so far.
 fn undone_edit(
     edit: Option<&(String, CodeDiff)>,
-    edits: &HashMap<String, Vec<CodeDiff>>,
+    edits: &HashMap<String, Vec<(usize, CodeDiff)>>,
+    seen: &HashMap<String, Vec<String>>,
 ) -> Option<String> {
     let (file, (removed, added)) = edit?;
+    let versions = seen.get(file).map_or(0, Vec::len);
     edits
         .get(file)?
-        .iter()
-        .any(|(r, a)| r == added && a == removed)
+        .last()
+        .is_some_and(|(n, (r, a))| *n == versions && r == added && a == removed)
         .then(|| file.clone())
 }
 
@@ -909,15 +926,26 @@ fn analyse_step<'a>(
 
     // Verification compared with the latest earlier report of it.
     let checks = view.checks_passing.zip(view.checks_failing);
-    let prev_checks = before
+    let prev_counted = before
         .iter()
         .rev()
-        .find_map(|b| b.view.checks_passing.zip(b.view.checks_failing));
+        .find_map(|b| Some((b, b.view.checks_passing.zip(b.view.checks_failing)?)));
+    // The same failure from a run of more or fewer tests (`cargo test one_test`, then all
+    // of them): only the number of passing tests it ran differs, not the verification.
+    let other_selection = |b: &Info<'_>| {
+        is_check
+            && b.category == ActionCategory::Check
+            && b.approach != approach
+            && b.verif == verif
+    };
     // Fewer failing checks is better, unless fewer pass too (the run stopped before
     // them: a collection or build error); more passing ones with as many failing is just
     // a check that ran for the first time.
-    let (mut improved, mut verification_changed) = match (checks, prev_checks) {
-        (Some((p, f)), Some((pp, pf))) => (f < pf && p >= pp, (p, f) != (pp, pf)),
+    let (mut improved, mut verification_changed) = match (checks, prev_counted) {
+        (Some((p, f)), Some((b, (pp, pf)))) => (
+            f < pf && p >= pp,
+            (p, f) != (pp, pf) && !(f == pf && other_selection(b)),
+        ),
         _ => (false, false),
     };
     let mut segs_changed = false;

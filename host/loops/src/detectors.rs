@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::analysis::{Analysis, Info};
-use super::meaning::failure_headline;
-use super::signature::{ActionCategory, ErrorCategory};
+use super::meaning::{code_diff, failure_headline};
+use super::signature::{param_str, ActionCategory, ErrorCategory};
 use super::suggest;
 use super::{Detection, LoopThresholds, LoopType};
 use agentforge_core::state::ActionResult;
@@ -497,18 +497,28 @@ fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
         .map_or(a.window_start, |p| p + 1);
     // The failure after each change (or run of changes), and whether that change
     // reworked code changed earlier in the stretch.
+    // The failure the first change set out to fix is where the attempts started: going
+    // back to it is going round as much as going back to a later one.
     let mut outcomes: Vec<(usize, bool)> = Vec::new();
+    let mut before_changes: Option<usize> = None;
     let (mut changed, mut reworked) = (false, false);
     for (i, s) in ctx.iter().enumerate().skip(start) {
         if s.mutated() {
             changed = true;
             reworked |= s.rewrites.iter().any(|&j| j >= start);
+            if outcomes.is_empty() {
+                if let Some(b) = before_changes {
+                    outcomes.push((b, false));
+                }
+            }
         } else if s.category == ActionCategory::Check && !s.failed {
             // A check passing after the changes: the attempts got somewhere.
             return None;
         } else if s.failed && changed && s.failure.is_some() {
             outcomes.push((i, reworked));
             (changed, reworked) = (false, false);
+        } else if s.failed && outcomes.is_empty() && s.failure.is_some() {
+            before_changes = Some(i);
         }
     }
     if outcomes.last().map(|(i, _)| *i) != Some(ctx.len() - 1) {
@@ -530,26 +540,74 @@ fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
         return None;
     }
     let (first, other) = (&ctx[x], &ctx[y]);
+    // Back to the very failure the changes set out to fix: the result flipped back to
+    // where it started, an oscillation of the results (the attempts may be going back
+    // and forth between two versions of the code); back to a failure a change brought is
+    // going round between approaches.
+    let back_to_start = before_changes == Some(x);
+    // Back where it started could be a revert (a way of working), unless the change
+    // that brought it back is known to be a new variant.
+    if back_to_start && !new_variants(&ctx[start..z], y - start) {
+        return None;
+    }
+    let (loop_type, what) = if back_to_start {
+        (
+            LoopType::Oscillation,
+            "the failure the changes set out to fix",
+        )
+    } else {
+        (LoopType::ErrorCycle, "a failure it already had")
+    };
     Some(
         Found {
-            loop_type: LoopType::ErrorCycle,
+            loop_type,
             confidence: 0.8,
             description: format!(
-                "error cycling: reworking the same code went back to a failure it already had ({} -> {} -> {} again)",
+                "error cycling: reworking the same code went back to {what} ({} -> {} -> {} again)",
                 first_line(first.view.error.as_deref().unwrap_or(&first.view.summary)),
                 first_line(other.view.error.as_deref().unwrap_or(&other.view.summary)),
                 first_line(first.view.error.as_deref().unwrap_or(&first.view.summary)),
             ),
-            evidence: describe_all(
-                ctx[x..]
-                    .iter()
-                    .filter(|s| s.mutated() || s.failed),
-            ),
+            evidence: describe_all(ctx[x..].iter().filter(|s| s.mutated() || s.failed)),
             suggestions: suggest::attempts_cycle(first, other),
             block: None,
         }
         .at(a),
     )
+}
+
+/// Whether every change in `steps[from..]` is a text edit known to write a new variant
+/// of the code: it undoes no earlier edit and adds code that the earlier edits of
+/// `steps` did not remove (so it does not put the original back). A whole-file write or
+/// a line replacement does not say what it replaced: it may be a revert.
+fn new_variants(steps: &[Info<'_>], from: usize) -> bool {
+    let diff = |s: &Info<'_>| {
+        let p = &s.view.parameters;
+        let old = param_str(p, "old_text").or(param_str(p, "old_str"))?;
+        let new = param_str(p, "new_text").or(param_str(p, "new_str"))?;
+        Some(code_diff(old, new))
+    };
+    let mut removed: BTreeSet<String> = BTreeSet::new();
+    let mut any = false;
+    for (i, s) in steps.iter().enumerate().filter(|(_, s)| s.mutated()) {
+        let Some((gone, added)) = diff(s) else {
+            if i >= from {
+                return false;
+            }
+            continue;
+        };
+        if i >= from {
+            if !s.returns.is_empty()
+                || added.is_empty()
+                || added.iter().all(|l| removed.contains(l))
+            {
+                return false;
+            }
+            any = true;
+        }
+        removed.extend(gone);
+    }
+    any
 }
 
 /// Which of the two steps of a cycle to block. The choice must not depend on which of
@@ -616,8 +674,65 @@ fn alternation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
 }
 
 /// One signature `repetition` times in the window, the repeats bringing nothing new and
-/// no progress since the first (seed 004 §3a).
+/// no progress since the first (seed 004 §3a); or the very same change made again over
+/// itself ([`repeated_noop_change`]).
 fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    repeated_noop_change(a).or_else(|| repeated_signature(a, t))
+}
+
+/// The very same change made again (same action, same arguments) when the file already
+/// holds what it writes, with a failing check after each time: it cannot bring anything
+/// new, so its second time is already a repetition, once a check confirms it. Holds
+/// until something makes progress. A warning only: blocking the file's edits would
+/// block the real fix as well.
+fn repeated_noop_change(a: &Analysis<'_>) -> Option<Detection> {
+    let w = a.window();
+    let failing_check = |s: &[Info<'_>]| {
+        s.iter()
+            .any(|b| b.category == ActionCategory::Check && b.verif.is_some())
+    };
+    let (first, again) = w.iter().enumerate().rev().find_map(|(j, s)| {
+        if !(s.category == ActionCategory::Edit && s.noop && !s.cosmetic) {
+            return None;
+        }
+        let i = w[..j]
+            .iter()
+            .rposition(|b| b.view.action == s.view.action && b.params == s.params)?;
+        (failing_check(&w[i + 1..j]) && failing_check(&w[j + 1..])).then_some((i, j))
+    })?;
+    if w[first + 1..].iter().any(|s| s.progress) {
+        return None;
+    }
+    let last = &w[again];
+    let target = on_target(last);
+    Some(
+        Found {
+            loop_type: LoopType::Repetition,
+            confidence: 0.8,
+            description: format!(
+                "`{}`{target} made the very same change again, over itself, after a failing check showed it did not help",
+                last.view.action
+            ),
+            evidence: describe_all(&w[first..]),
+            suggestions: suggest::repetition(last, 2),
+            block: None,
+        }
+        .at(a),
+    )
+}
+
+/// `` on `<target>` `` for a step with a target, for descriptions.
+fn on_target(s: &Info<'_>) -> String {
+    s.view
+        .target
+        .as_deref()
+        .map(|t| format!(" on `{t}`"))
+        .unwrap_or_default()
+}
+
+/// One signature `repetition` times in the window, the repeats bringing nothing new and
+/// no progress since the first.
+fn repeated_signature(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let w = a.window();
     let n = t.repetition.max(2);
     let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -653,12 +768,7 @@ fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         .filter(|occ| !occ[1..].iter().any(|&i| w[i].cosmetic))
         .max_by_key(|occ| *occ.last().expect("n >= 2"))?;
     let last = &w[*occ.last().expect("n >= 2")];
-    let target = last
-        .view
-        .target
-        .as_deref()
-        .map(|t| format!(" on `{t}`"))
-        .unwrap_or_default();
+    let target = on_target(last);
     Some(
         Found {
             loop_type: LoopType::Repetition,
@@ -679,7 +789,65 @@ fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
 /// Different actions all failing with the same kind of error (seed 000
 /// `_check_semantic_loop`).
 fn semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
-    failing_semantic(a, t).or_else(|| attempts_semantic(a, t))
+    failing_semantic(a, t)
+        .or_else(|| same_failure_semantic(a, t))
+        .or_else(|| attempts_semantic(a, t))
+}
+
+/// Different attempts in a row failing with the very same error, word for word, before
+/// they count as a semantic loop: fewer than [`failing_semantic`] needs for one kind of
+/// error, since an identical message says the variations do not reach the cause.
+const SAME_FAILURE_RUN: usize = 3;
+
+/// Attempts in a row, each with other arguments, failing with the very same error (the
+/// same first line, values included, and the same text): what is varied is not what
+/// fails. A warning, never a block: no one of the attempts is at fault.
+fn same_failure_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
+    let w = a.window();
+    let n = SAME_FAILURE_RUN.min(t.semantic.max(2));
+    let tail = w.get(w.len().checked_sub(n)?..)?;
+    let last = tail.last()?;
+    let headline: &str = &last.headline;
+    if headline.split_whitespace().count() < MIN_HEADLINE_WORDS {
+        return None;
+    }
+    // A wait that ran out (a poll) and a run whose output moved on are not the same
+    // failure again.
+    let same = |s: &Info<'_>| {
+        s.failed
+            && !s.improved
+            && !s.grew
+            && !s.output_new
+            && s.sig.error != Some(ErrorCategory::Timeout)
+            && &*s.headline == headline
+            && s.error_fp == last.error_fp
+    };
+    if !tail.iter().all(same) {
+        return None;
+    }
+    // Each attempt other than the others (the same call again is an identical action).
+    if tail.iter().enumerate().any(|(i, s)| {
+        tail[..i]
+            .iter()
+            .any(|b| b.key == s.key && b.params == s.params)
+    }) {
+        return None;
+    }
+    let category = last.sig.error?;
+    Some(
+        Found {
+            loop_type: LoopType::SemanticLoop,
+            confidence: 0.8,
+            description: format!(
+                "{n} different attempts in a row all failed with the same error: {}",
+                first_line(last.view.error.as_deref().unwrap_or(&last.view.summary))
+            ),
+            evidence: describe_all(tail),
+            suggestions: suggest::semantic(category),
+            block: None,
+        }
+        .at(a),
+    )
 }
 
 /// Changes to the code, each followed by a check failing with the same kind of error:
@@ -933,6 +1101,37 @@ fn cycle_period(streak: &[Info<'_>]) -> Option<usize> {
     })
 }
 
+/// Attempts, each checked, that the very same failure followed, beyond the one it had
+/// before them, for one rework to be enough: see [`same_failure_throughout`].
+const SAME_FAILURE_ATTEMPTS: usize = 2;
+
+/// Whether every check from `start` failed with the very same failure (its first line,
+/// values included): before the first change (at `first`) and after each of at least
+/// [`SAME_FAILURE_ATTEMPTS`] rounds of changes. Two attempts, one reworking the other,
+/// that leave even the values in the message as they were cannot be reaching the cause.
+fn same_failure_throughout(ctx: &[Info<'_>], start: usize, first: usize) -> bool {
+    let checks: Vec<usize> = (start..ctx.len())
+        .filter(|&i| ctx[i].category == ActionCategory::Check)
+        .collect();
+    let Some(&last) = checks.last() else {
+        return false;
+    };
+    let headline: &str = &ctx[last].headline;
+    if headline.split_whitespace().count() < MIN_HEADLINE_WORDS
+        || checks.first().is_none_or(|&c| c > first)
+        || checks
+            .iter()
+            .any(|&i| !ctx[i].failed || &*ctx[i].headline != headline)
+    {
+        return false;
+    }
+    let attempts = checks
+        .windows(2)
+        .filter(|p| ctx[p[0] + 1..p[1]].iter().any(|s| s.mutated()))
+        .count();
+    attempts >= SAME_FAILURE_ATTEMPTS
+}
+
 fn unchanged_verification(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
     let ctx = &a.ctx;
     let last = a.last()?;
@@ -963,7 +1162,10 @@ fn unchanged_verification(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detect
         })
         .collect();
     let first = *muts.first()?;
-    if reworks.len() < MIN_REWORKS || ctx.len() - first < t.no_progress_unchanged.max(2) {
+    if reworks.is_empty()
+        || (reworks.len() < MIN_REWORKS && !same_failure_throughout(ctx, span_start, first))
+        || ctx.len() - first < t.no_progress_unchanged.max(2)
+    {
         return None;
     }
     let failing = match last.view.checks_failing {

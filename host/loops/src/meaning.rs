@@ -21,7 +21,7 @@ static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {
 });
 static FAILED_TEST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?m)(?:FAILED\s+([\w./:\[\]-]+::[\w\[\]./-]+)|-{4} ([\w:]+) stdout -{4}|--- FAIL: (\w+)|\btest ([\w:]+) \.\.\. FAILED|✕ ([^\n(]{3,80})|^failures:\n\s+([\w:]+)$)",
+        r"(?m)(?:FAILED\s+([\w./:\[\]-]+::[\w\[\]./-]+)|-{4} ([\w:]+) stdout -{4}|--- FAIL: (\w+)|\btest ([\w:]+) \.\.\. FAILED|[✕✖] ([^\n(]{3,80})|^failures:\n\s+([\w:]+)$|^\s*not ok \d+ - ([^\n#]{3,80}))",
     )
     .expect("valid regex")
 });

@@ -2155,3 +2155,237 @@ fn changes_that_go_round_known_failures_are_an_error_cycle() {
     let found = LoopDetector::default().replay(&renumber(cascade));
     assert!(found.is_empty(), "{found:?}");
 }
+
+/// A query command failing with `error`.
+fn query_fails(sql: &str, error: &str) -> StepView {
+    step(json!({
+        "step": 0, "action": "run_check", "target": "query", "result": "failure",
+        "parameters": { "name": "query", "command": format!("db-cli app.db \"{sql}\"") },
+        "error": error, "summary": "exit 1", "output": error,
+    }))
+}
+
+#[test]
+fn different_attempts_with_the_very_same_error_are_a_semantic_loop() {
+    let err = "Error: in prepare, no such table: users";
+    let steps = renumber(vec![
+        query_fails("SELECT count(*) FROM users", err),
+        query_fails("SELECT * FROM users LIMIT 5", err),
+        query_fails("SELECT email FROM users JOIN invoices", err),
+    ]);
+    assert_eq!(
+        types(&LoopDetector::default().replay(&steps)),
+        vec![(LoopType::SemanticLoop, 3)]
+    );
+    // Each attempt failing in its own words is a search, not a loop (yet).
+    let steps = renumber(vec![
+        query_fails("SELECT count(*) FROM users", err),
+        query_fails(
+            "SELECT * FROM user",
+            "Error: in prepare, no such table: user",
+        ),
+        query_fails(
+            "SELECT * FROM accounts",
+            "Error: in prepare, no such column: plan",
+        ),
+    ]);
+    assert!(LoopDetector::default().replay(&steps).is_empty());
+}
+
+#[test]
+fn writing_the_same_content_again_after_a_failing_check_is_a_repetition() {
+    let write = || {
+        let mut s = write_step("src/util.rs", "pub fn clamp(v: i64) -> u8 { 0 }\n");
+        s.file_hashes
+            .insert("src/util.rs".into(), "sha256:aaa".into());
+        s
+    };
+    let ls = step(json!({
+        "step": 0, "action": "run_command", "result": "success",
+        "parameters": { "command": "ls src" }, "output": "lib.rs\nutil.rs",
+    }));
+    let steps = renumber(vec![
+        build_fails("E0432"),
+        write(),
+        build_fails("E0432"),
+        ls,
+        write(),
+        build_fails("E0432"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(
+        found.first().map(|d| (d.loop_type, d.step)),
+        Some((LoopType::Repetition, 6))
+    );
+    // A warning: blocking writes to the file would block the real fix too.
+    assert_eq!(found[0].block, None);
+}
+
+#[test]
+fn a_new_variant_that_brings_back_the_first_failure_is_flagged() {
+    // The failure before any change comes back after a rework that is neither the
+    // original nor the first attempt: the variants go round two failures.
+    let steps = renumber(vec![
+        build_fails("E0502"),
+        edit_step(
+            "src/lib.rs",
+            "for x in &self.items {",
+            "let v = self.items.clone();\nfor x in &v {",
+        ),
+        build_fails("E0599"),
+        edit_step(
+            "src/lib.rs",
+            "let v = self.items.clone();\nfor x in &v {",
+            "for i in 0..self.items.len() {\nlet x = &self.items[i];",
+        ),
+        build_fails("E0502"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(found.first().map(|d| d.step), Some(5), "{found:?}");
+    assert_eq!(found[0].block, None);
+    // Undoing the first attempt instead is trying one thing and taking it back.
+    let steps = renumber(vec![
+        build_fails("E0502"),
+        edit_step(
+            "src/lib.rs",
+            "for x in &self.items {",
+            "let v = self.items.clone();\nfor x in &v {",
+        ),
+        build_fails("E0599"),
+        edit_step(
+            "src/lib.rs",
+            "let v = self.items.clone();\nfor x in &v {",
+            "for x in &self.items {",
+        ),
+        build_fails("E0502"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn removing_debug_prints_one_by_one_is_not_oscillation() {
+    let steps = renumber(vec![
+        repro("AssertionError: assert [2] == [2, 3]"),
+        edit_step(
+            "d.py",
+            "key = r.email\n",
+            "key = r.email\nprint('key', key)\n",
+        ),
+        repro("AssertionError: assert [2] == [2, 3]"),
+        edit_step(
+            "d.py",
+            "seen[key] = r\n",
+            "seen[key] = r\nprint('stored', key)\n",
+        ),
+        repro("AssertionError: assert [2] == [2, 3]"),
+        edit_step("d.py", "print('key', key)\n", ""),
+        edit_step("d.py", "print('stored', key)\n", ""),
+        edit_step("d.py", "key = r.email\n", "key = (r.email, r.tenant)\n"),
+    ]);
+    assert!(
+        !LoopDetector::default()
+            .replay(&steps)
+            .iter()
+            .any(|d| d.loop_type == LoopType::Oscillation),
+        "{:?}",
+        LoopDetector::default().replay(&steps)
+    );
+}
+
+#[test]
+fn files_a_command_puts_back_count_as_returns() {
+    // `git stash` / `git stash pop` flip a file between two versions the log hashes.
+    let mut t = Traj::new();
+    let cmd = |t: &mut Traj, c: &str, h: &str| {
+        t.push(
+            "run_command",
+            None,
+            json!({ "command": c }),
+            Success,
+            c,
+            None,
+        )
+        .file_hashes
+        .insert("src/f.js".into(), h.into());
+    };
+    t.tests(1, 1, "display");
+    t.edit("src/f.js", "a.toFixed(2)", "fmt.format(a)", "h1", (1, 1));
+    t.tests(1, 1, "csv");
+    cmd(&mut t, "git stash", "h0");
+    t.tests(1, 1, "display");
+    cmd(&mut t, "git stash pop", "h1");
+    t.tests(1, 1, "csv");
+    cmd(&mut t, "git checkout -- src/f.js", "h0");
+    let found = t.replay();
+    assert!(
+        found.iter().any(|d| d.loop_type == LoopType::Oscillation),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn tap_failures_are_told_apart_by_test_name() {
+    use crate::meaning::failure_meaning;
+    let a = failure_meaning(
+        ErrorCategory::TestFailure,
+        "TAP version 13\nok 1 - csv row\nnot ok 2 - display price has separators\n  ---\n  name: 'AssertionError'\n",
+    );
+    let b = failure_meaning(
+        ErrorCategory::TestFailure,
+        "TAP version 13\nnot ok 1 - csv row\n  ---\n  name: 'AssertionError'\nok 2 - display price has separators\n",
+    );
+    assert_ne!(a, b);
+}
+
+#[test]
+fn a_narrower_run_with_the_same_failure_leaves_verification_as_it_was() {
+    // Renames and comments, checked by the whole suite or by the one failing test: the
+    // same assertion fails every time.
+    let run = |t: &mut Traj, cmd: &str, passed: usize| {
+        t.checks = Some((passed, 1));
+        let err = "thread 'tests::sums' panicked at src/lib.rs:9:5:\nassertion `left == right` failed\n  left: 250000\n right: 2500";
+        t.push(
+            "run_check",
+            Some("tests"),
+            json!({ "name": "tests", "command": cmd }),
+            Failure,
+            "exit 101",
+            Some(err),
+        );
+    };
+    let mut t = Traj::new();
+    let edit = |t: &mut Traj, old: &str, new: &str| {
+        // Edits that do not re-run the checks.
+        t.checks = None;
+        t.push(
+            "edit_file",
+            Some("src/lib.rs"),
+            json!({ "path": "src/lib.rs", "old_text": old, "new_text": new }),
+            Success,
+            "edited",
+            None,
+        );
+    };
+    run(&mut t, "cargo test", 1);
+    edit(
+        &mut t,
+        "let amount = a * 100;\nsum += amount;",
+        "let total = a * 100;\nsum += total;",
+    );
+    run(&mut t, "cargo test", 1);
+    edit(
+        &mut t,
+        "let mut sum = 0;\n",
+        "// running total\nlet mut sum = 0;\n",
+    );
+    run(&mut t, "cargo test sums", 0);
+    edit(&mut t, "let mut sum = 0;\n", "let mut sum: u64 = 0;\n");
+    run(&mut t, "cargo test", 1);
+    let found = t.replay();
+    assert_eq!(
+        found.first().map(|d| (d.loop_type, d.step)),
+        Some((LoopType::NoProgress, 7)),
+        "{found:?}"
+    );
+}
