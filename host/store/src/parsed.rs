@@ -1,5 +1,5 @@
-//! Parsed copies of the task files every step reads back (`state.yaml`, the working
-//! memory, the log's tail), keyed by the files' exact bytes.
+//! Parsed copies of the task files every step reads back (`task.yaml`, `state.yaml`,
+//! the working memory, the log's tail), keyed by the files' exact bytes.
 //!
 //! A step still reads each file from the disk; only when the bytes are those it parsed
 //! (or wrote) before does it skip the parse and clone the value. What a step sees is
@@ -21,6 +21,7 @@ type Lines = (Option<TypeId>, VecDeque<(String, Box<dyn Any + Send>)>);
 /// The parsed copies of one task folder's files.
 #[derive(Default)]
 pub(crate) struct ParseCache {
+    spec: Entry<agentforge_core::task::TaskSpec>,
     state: Entry<agentforge_core::state::TaskState>,
     memory: Entry<agentforge_core::working_memory::WorkingMemory>,
     /// Log lines and their records, of one record type at a time (the last asked for).
@@ -51,6 +52,15 @@ fn get_or_parse<T: Clone, E>(
 }
 
 impl ParseCache {
+    /// `task.yaml`'s value.
+    pub(crate) fn spec<E>(
+        &self,
+        bytes: &[u8],
+        parse: impl FnOnce(&[u8]) -> Result<agentforge_core::task::TaskSpec, E>,
+    ) -> Result<agentforge_core::task::TaskSpec, E> {
+        get_or_parse(&self.spec, bytes, parse)
+    }
+
     /// `state.yaml`'s value.
     pub(crate) fn state<E>(
         &self,

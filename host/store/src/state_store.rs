@@ -457,9 +457,14 @@ impl TaskDir {
     /// Reads the immutable spec.
     pub fn spec(&self) -> Result<TaskSpec, StoreError> {
         let p = self.dir.join("task.yaml");
-        TaskSpec::load(&p).map_err(|e| StoreError::Corrupt {
+        let corrupt = |message: String| StoreError::Corrupt {
             path: p.display().to_string(),
-            message: e.to_string(),
+            message,
+        };
+        let bytes = fs::read(&p).map_err(|e| corrupt(e.to_string()))?;
+        self.parsed.spec(&bytes, |b| {
+            let text = std::str::from_utf8(b).map_err(|e| corrupt(e.to_string()))?;
+            TaskSpec::parse(text, &p.display().to_string()).map_err(|e| corrupt(e.to_string()))
         })
     }
 
