@@ -494,9 +494,9 @@ mod tests {
 
     #[test]
     fn builtin_actions_are_the_tools() {
-        let mut tools: Vec<String> = agentforge_core::actions::builtin_tool_specs()
-            .into_iter()
-            .map(|t| t.name)
+        let mut tools: Vec<String> = agentforge_core::actions::builtin_tools()
+            .iter()
+            .map(|t| t.name.clone())
             .collect();
         let mut known: Vec<String> = BUILTIN_ACTIONS.iter().map(|s| s.to_string()).collect();
         tools.sort();

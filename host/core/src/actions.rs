@@ -373,16 +373,12 @@ pub fn builtin_action(name: &str) -> Option<&'static str> {
     TOOLS.iter().map(|t| t.name).find(|a| *a == name)
 }
 
-/// All built-in actions, as tools for the model, in a stable order.
+/// All built-in actions, as tools for the model, in a stable order ([`TOOLS`] order).
 ///
 /// Each schema is a closed object (`additionalProperties: false`) listing its
-/// required fields; line numbers are integers with `minimum: 1`.
-pub fn builtin_tool_specs() -> Vec<ToolSpec> {
-    builtin_tools().to_vec()
-}
-
-/// The built-in actions' tool specs, built once per process (every step's prompt offers
-/// some of them; building their JSON schemas each time was ~4% of a step's overhead).
+/// required fields; line numbers are integers with `minimum: 1`. Built once per process
+/// (every step's prompt offers some of them; building their JSON schemas each time was
+/// ~4% of a step's overhead).
 pub fn builtin_tools() -> &'static [ToolSpec] {
     static SPECS: std::sync::LazyLock<Vec<ToolSpec>> = std::sync::LazyLock::new(|| {
         TOOLS
@@ -934,7 +930,7 @@ mod tests {
 
     #[test]
     fn specs_are_closed_schemas_matching_the_parser() {
-        let specs = builtin_tool_specs();
+        let specs = builtin_tools();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
@@ -952,7 +948,7 @@ mod tests {
                 "cannot_fix"
             ]
         );
-        for spec in &specs {
+        for spec in specs {
             let s = &spec.input_schema;
             assert_eq!(s["type"], "object", "{}", spec.name);
             assert_eq!(s["additionalProperties"], false, "{}", spec.name);
@@ -977,7 +973,7 @@ mod tests {
     #[test]
     fn specs_fit_the_token_budget() {
         let text = serde_json::to_string(
-            &builtin_tool_specs()
+            &builtin_tools()
                 .iter()
                 .map(|s| json!({"name": s.name, "description": s.description, "input_schema": s.input_schema}))
                 .collect::<Vec<_>>(),

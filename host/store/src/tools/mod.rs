@@ -1,8 +1,7 @@
-//! The built-in actions: their tool definitions, the parsing of model tool calls,
-//! and the execution of the file actions inside a confined workspace.
+//! The execution of the built-in file actions inside a confined workspace (their tool
+//! definitions and the parsing of model tool calls are `agentforge_core::actions`:
+//! `builtin_tools` and `parse_action`).
 //!
-//! - [`builtin_tool_specs`] and [`parse_action`] turn the action set into tools for
-//!   the model and the model's calls back into typed [`Action`]s.
 //! - [`Workspace`] confines every model-given path to the workspace root and refuses
 //!   writes to protected paths (the harness's own config, prompts, plugins, task file).
 //! - [`read_regular_file`] is the one bounded read of a workspace file: regular files
@@ -12,8 +11,7 @@
 //!   step (auto-revert, or rollback of a step interrupted by a crash).
 //!
 //! The other actions (checks, tests, context loading, terminal actions) are run by
-//! the executor; they are parsed here so that the whole action set is defined in one
-//! place.
+//! the executor.
 
 mod files;
 mod read;
