@@ -347,37 +347,24 @@ fn score_blind_set(folder: &str, title: &str) -> Rates {
     }
 }
 
-/// The held-out set since 2026-11-25 evening (`tests/data/loops/blind4/`, 44 sequences),
-/// written by a helper that saw only the step format and the loop definitions (not the
-/// detector's code, its tests or the other labelled sets), with outputs from real tool
-/// runs where the tools exist here (see its README). Scored on its own with the same
-/// judge. Issue 11's targets: recall >= 90% (a detection no later than 2 steps after the
-/// labelled step) and false flags <= 5%.
-///
-/// Do not tune the detector on these files: this test prints rates and misses per loop
-/// type only. Once someone improves the detector looking at this set, it becomes a
-/// development set and a new held-out set has to be written.
+/// The fourth blind set (`tests/data/loops/blind4/`, 44 sequences), written by a helper
+/// that saw only the step format and the loop definitions (not the detector's code, its
+/// tests or the other labelled sets), with outputs from real tool runs where the tools
+/// exist here (see its README). Held out first: 14 of 22 loops (63.6%), none of 22
+/// legitimate sequences flagged, before and after the detector was improved on blind3.
+/// A development set since (improved on it the same evening: 20 of 22, none flagged).
 #[test]
-fn blind4_heldout_set_scores() {
+fn blind4_dev_set_scores() {
     let Rates {
         recall,
         false_flags,
-    } = score_blind_set("blind4", "held-out set (blind4)");
+    } = score_blind_set("blind4", "blind4 dev set");
+    assert!(recall >= 0.90, "blind4 dev set recall {recall:.3} < 0.90");
     assert!(
-        recall >= BLIND4_RECALL,
-        "held-out recall {recall:.3} < {BLIND4_RECALL} (the level first scored; the target is 0.90)"
-    );
-    assert!(
-        false_flags <= BLIND4_FALSE_FLAGS,
-        "held-out false-flag rate {false_flags:.3} > {BLIND4_FALSE_FLAGS}"
+        false_flags <= 0.05,
+        "blind4 dev set false-flag rate {false_flags:.3} > 0.05"
     );
 }
-
-/// blind4's first score, 2026-11-25 (see [`blind4_heldout_set_scores`]): 14 of 22 loops
-/// (63.6%; 5 of the 8 misses detected, but 3+ steps late), asserted so a regression fails.
-const BLIND4_RECALL: f64 = 0.636;
-/// blind4's first false-flag rate was 0 of 22; the target (5%) is what is asserted.
-const BLIND4_FALSE_FLAGS: f64 = 0.05;
 
 /// The third blind set (`tests/data/loops/blind3/`, 44 sequences), held out until
 /// blind4 arrived and a development set since (the detector may be tuned on it), written on 2026-11-25 by
@@ -389,7 +376,7 @@ const BLIND4_FALSE_FLAGS: f64 = 0.05;
 /// of 22 loops (63.6%; 5 of the 8 misses detected, but 3+ steps after the labelled step)
 /// and 1 of 22 legitimate sequences flagged (4.5%). Improved on it the same evening
 /// (rules in `host/loops`, by a helper that never saw blind4): 20 of 22 (90.9%), none
-/// flagged; blind4, held out, stayed at 14 of 22 (see [`blind4_heldout_set_scores`]).
+/// flagged; blind4, held out, stayed at 14 of 22 (see [`blind4_dev_set_scores`]).
 #[test]
 fn blind3_dev_set_scores() {
     let Rates {

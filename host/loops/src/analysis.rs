@@ -21,9 +21,9 @@ use super::meaning::{
     output_differs, output_fingerprint, output_wording, same_message,
 };
 use super::signature::{
-    command_head, command_of, failure_text, normalize_error, normalize_params, normalize_path,
-    param_str, search_pattern, search_term, strip_volatile, target_of, ActionCategory,
-    ActionSignature, ErrorCategory,
+    command_changes_files, command_head, command_of, failure_text, normalize_error,
+    normalize_params, normalize_path, param_str, search_pattern, search_term, strip_volatile,
+    target_of, ActionCategory, ActionSignature, ErrorCategory,
 };
 use super::StepView;
 use agentforge_core::actions::ContextItem;
@@ -488,6 +488,9 @@ pub(crate) struct Info<'a> {
     /// Produced something the recent steps had not: new file content, a read not done
     /// since the file last changed, a check result that differs, more output, a new error.
     pub fresh: bool,
+    /// Not fresh, or a read of lines at least a third of which were already read since
+    /// the file last changed: new lines at the edges of a place already looked at.
+    pub revisit: bool,
     /// Verification got better (fewer failures, more passing, a check turned green).
     pub improved: bool,
     /// Output grew since the previous run of the same action (polling a long command).
@@ -518,6 +521,8 @@ pub(crate) struct Info<'a> {
     pub headline: Rc<str>,
     /// Of a command: what it runs, arguments aside ([`command_head`]).
     pub head: Option<Rc<str>>,
+    /// A successful command that changed files ([`command_changes_files`]).
+    pub file_command: bool,
     /// Its output's [`output_wording`], worked out the first time a prefix needs it.
     wording: Rc<OnceCell<Option<String>>>,
 }
@@ -729,13 +734,20 @@ fn read_range(p: &Value) -> Option<(u64, u64)> {
 /// a third of its lines are new. A whole-file read is new after partial reads only; a read
 /// of unknown extent is judged by its output instead.
 fn covers_new_lines(range: Coverage, covered: &[Coverage]) -> bool {
+    new_line_share(range, covered).is_none_or(|(new, all)| 3 * new > all - 1)
+}
+
+/// Of the lines a read of `range` asks for, how many the earlier reads (`covered`) did
+/// not show, and how many it asks for; `None` for a whole-file read after partial reads
+/// only (all new), `Some((0, 1))` when nothing can be new, or the extent is unknown.
+fn new_line_share(range: Coverage, covered: &[Coverage]) -> Option<(u64, u64)> {
     if covered.contains(&Coverage::Whole) {
-        return false;
+        return Some((0, 1));
     }
     let (s, e) = match range {
         Coverage::Lines(s, e) => (s, e),
-        Coverage::Whole => return true,
-        Coverage::Unknown => return false,
+        Coverage::Whole => return None,
+        Coverage::Unknown => return Some((0, 1)),
     };
     let lines: Vec<(u64, u64)> = covered
         .iter()
@@ -747,17 +759,28 @@ fn covers_new_lines(range: Coverage, covered: &[Coverage]) -> bool {
     let new = (s..=e)
         .filter(|l| !lines.iter().any(|(a, b)| a <= l && l <= b))
         .count() as u64;
-    3 * new > e - s
+    Some((new, e - s + 1))
 }
 
-/// The text a message step says.
+/// The text a message step says: its arguments, else what the agent wrote (its thought
+/// and, for logs that record a message as the step's output, that output), else the
+/// summary, which is often only a label such as "restates plan".
 fn message_text(s: &StepView) -> String {
-    ["text", "message", "content", "thought", "plan"]
+    if let Some(text) = ["text", "message", "content", "thought", "plan"]
         .iter()
         .find_map(|k| param_str(&s.parameters, k))
-        .map(str::to_string)
-        .or_else(|| s.thought.clone())
-        .unwrap_or_else(|| s.summary.clone())
+    {
+        return text.to_string();
+    }
+    let said: Vec<&str> = [s.thought.as_deref(), s.output.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if said.is_empty() {
+        s.summary.clone()
+    } else {
+        said.join("\n")
+    }
 }
 
 /// What a step shows by itself, whatever came before it: computed once per step (the
@@ -783,6 +806,7 @@ pub(crate) struct Fixed {
     wording: Rc<OnceCell<Option<String>>>,
     headline: Rc<str>,
     head: Option<Rc<str>>,
+    file_command: bool,
 }
 
 impl Fixed {
@@ -861,6 +885,7 @@ impl Fixed {
                 Rc::from("")
             },
             head: command_head(view).map(Rc::from),
+            file_command: command_changes_files(view),
             wording: Rc::default(),
         }
     }
@@ -891,6 +916,7 @@ fn analyse_step<'a>(
         output,
         headline,
         head,
+        file_command,
         wording,
     } = fixed.clone();
     let category = sig.category;
@@ -917,8 +943,10 @@ fn analyse_step<'a>(
         .is_some_and(|b| output_differs(view, output.as_deref(), b.view, b.output.as_deref()));
     // New output counts as progress for a command still running or cut off by its time
     // limit; a finished failure that only reads differently is the same failure.
-    // (An edit's output is its own report, not something it waited for.)
-    let output_new = output_new && category != ActionCategory::Edit;
+    // (An edit's output is its own report, not something it waited for; a message's
+    // output is what it says, new only if its words are: see `fresh` below.)
+    let output_new =
+        output_new && !matches!(category, ActionCategory::Edit | ActionCategory::Message);
     let polled = (grew || output_new)
         && (view.result == ActionResult::Partial
             || view.result == ActionResult::Success
@@ -988,6 +1016,8 @@ fn analyse_step<'a>(
                 .any(|(f, _)| file.is_none_or(|want| want == f))
         })
     };
+    // Set by a file read below that goes back over lines already read.
+    let mut revisit = false;
     let fresh = if category == ActionCategory::Edit && !failed {
         facts.new_content
     } else if is_check {
@@ -1053,6 +1083,12 @@ fn analyse_step<'a>(
                     .collect();
                 let covered: Vec<Coverage> = earlier.iter().filter_map(|b| b.range).collect();
                 let seen_key = earlier.iter().any(|b| b.read_key == read_key);
+                // A third or more of its lines already read: the range shifted, the
+                // place looked at did not.
+                revisit = matches!(range, Some(Coverage::Lines(..)))
+                    && !earlier.is_empty()
+                    && new_line_share(range.unwrap_or(Coverage::Whole), &covered)
+                        .is_some_and(|(new, all)| 3 * (all - new) >= all);
                 earlier.is_empty()
                     || covers_new_lines(range.unwrap_or(Coverage::Whole), &covered)
                     || (range == Some(Coverage::Unknown) && !seen_key)
@@ -1081,6 +1117,7 @@ fn analyse_step<'a>(
 
     let rewrites = rewritten(view, &facts, before);
     let progress = facts.new_content || improved || changed_result || polled;
+    let revisit = revisit || !fresh;
     Info {
         view,
         sig,
@@ -1098,6 +1135,7 @@ fn analyse_step<'a>(
         news_before,
         failure,
         fresh,
+        revisit,
         improved,
         grew,
         progress,
@@ -1113,6 +1151,7 @@ fn analyse_step<'a>(
         output,
         headline,
         head,
+        file_command,
         wording,
     }
 }

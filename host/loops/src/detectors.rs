@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::analysis::{Analysis, Info};
-use super::meaning::{code_diff, failure_headline};
+use super::meaning::{code_diff, failure_headline, meaning_is_precise};
 use super::signature::{param_str, ActionCategory, ErrorCategory};
 use super::suggest;
 use super::{Detection, LoopThresholds, LoopType};
@@ -503,7 +503,7 @@ fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
     let mut before_changes: Option<usize> = None;
     let (mut changed, mut reworked) = (false, false);
     for (i, s) in ctx.iter().enumerate().skip(start) {
-        if s.mutated() {
+        if s.mutated() || s.file_command {
             changed = true;
             reworked |= s.rewrites.iter().any(|&j| j >= start);
             if outcomes.is_empty() {
@@ -512,8 +512,12 @@ fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
                 }
             }
         } else if s.category == ActionCategory::Check && !s.failed {
-            // A check passing after the changes: the attempts got somewhere.
-            return None;
+            // A check passing: the attempts got somewhere. Those after it are judged on
+            // their own (fixing one check and breaking another, then going back, is
+            // still going round).
+            outcomes.clear();
+            before_changes = None;
+            (changed, reworked) = (false, false);
         } else if s.failed && changed && s.failure.is_some() {
             outcomes.push((i, reworked));
             (changed, reworked) = (false, false);
@@ -533,10 +537,13 @@ fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
     if failure(x) != failure(z) || failure(x) == failure(y) {
         return None;
     }
-    // The very same failure, values included: one test failing with an assertion, then
+    // The very same failure, values included, unless what it means is precise by
+    // itself (an error code, the whole text): one test failing with an assertion, then
     // an exception, then an assertion with another value is debugging one test, not
     // going back to an approach already tried.
-    if failure_headline(ctx[x].view) != failure_headline(ctx[z].view) {
+    if !failure(x).is_some_and(meaning_is_precise)
+        && failure_headline(ctx[x].view) != failure_headline(ctx[z].view)
+    {
         return None;
     }
     let (first, other) = (&ctx[x], &ctx[y]);
@@ -682,23 +689,42 @@ fn repetition(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
 
 /// The very same change made again (same action, same arguments) when the file already
 /// holds what it writes, with a failing check after each time: it cannot bring anything
-/// new, so its second time is already a repetition, once a check confirms it. Holds
-/// until something makes progress. A warning only: blocking the file's edits would
-/// block the real fix as well.
+/// new, so its second time is already a repetition, once a check confirms it. Likewise
+/// the very same change leaving the file exactly as the first one left it (something
+/// put the file back in between, a generator or a revert) when the check after it
+/// fails with the very failure it had after the first: the result of doing it again is
+/// already known. Holds until something makes progress. A warning only: blocking the
+/// file's edits would block the real fix as well.
 fn repeated_noop_change(a: &Analysis<'_>) -> Option<Detection> {
     let w = a.window();
     let failing_check = |s: &[Info<'_>]| {
         s.iter()
             .any(|b| b.category == ActionCategory::Check && b.verif.is_some())
     };
+    // The failures of the checks in `s`.
+    let failures = |s: &[Info<'_>]| -> BTreeSet<String> {
+        s.iter()
+            .filter(|b| b.category == ActionCategory::Check)
+            .filter_map(|b| b.verif.clone())
+            .collect()
+    };
     let (first, again) = w.iter().enumerate().rev().find_map(|(j, s)| {
-        if !(s.category == ActionCategory::Edit && s.noop && !s.cosmetic) {
+        if s.category != ActionCategory::Edit || s.cosmetic {
             return None;
         }
         let i = w[..j]
             .iter()
             .rposition(|b| b.view.action == s.view.action && b.params == s.params)?;
-        (failing_check(&w[i + 1..j]) && failing_check(&w[j + 1..])).then_some((i, j))
+        if s.noop {
+            return (failing_check(&w[i + 1..j]) && failing_check(&w[j + 1..])).then_some((i, j));
+        }
+        // Same content as the first time, and every failure after it already had then.
+        let after = failures(&w[j + 1..]);
+        (s.mutated()
+            && s.content == w[i].content
+            && !after.is_empty()
+            && after.is_subset(&failures(&w[i + 1..j])))
+        .then_some((i, j))
     })?;
     if w[first + 1..].iter().any(|s| s.progress) {
         return None;
@@ -1016,8 +1042,10 @@ fn read_only_streak(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         && recent_stale >= MIN_STALE_READS
         && STALE_SHARE * recent_stale >= recent.len();
     let cycle = cycle_period(streak);
-    // Going back over what was already seen several times in a row.
-    let stale_run = streak.iter().rev().take_while(|s| !s.fresh).count();
+    // Going back over what was already seen several times in a row (shifting the
+    // range over a place already read counts: the lines at its edges are not what the
+    // agent is after).
+    let stale_run = streak.iter().rev().take_while(|s| s.revisit).count();
     let stale_tail = stale_run >= STALE_RUN && streak.len() >= t.no_progress_reads.max(2);
     // Edits that only respace or recomment, with the same failure coming back after
     // them: the agent believes it is fixing something and changes nothing.

@@ -70,11 +70,27 @@ pub(crate) fn failure_meaning(category: ErrorCategory, text: &str) -> String {
         }
     }
     if anchors.is_empty() {
-        format!("{category}|{}", normalize_error(text))
+        format!("{category}|{TEXT_MEANING}{}", normalize_error(text))
     } else {
         let list: Vec<String> = anchors.into_iter().collect();
         format!("{category}|{}", list.join(","))
     }
+}
+
+/// Marks a [`failure_meaning`] that is the failure's whole text, values masked.
+const TEXT_MEANING: &str = "text:";
+
+/// Whether a [`failure_meaning`] pins the failure down by itself: it names an error code
+/// (a compiler's or linter's code says what went wrong, whatever the message adds) or it
+/// is the failure's whole text with only values masked. Meanings anchored only on a test
+/// name or an exception type do not: one test failing with other values or another
+/// exception is still being debugged.
+pub(crate) fn meaning_is_precise(meaning: &str) -> bool {
+    let rest = meaning.split_once('|').map_or(meaning, |(_, r)| r);
+    rest.starts_with(TEXT_MEANING)
+        || rest.split(',').any(|a| {
+            a.starts_with("diag:") || ERROR_CODE.find(a).is_some_and(|m| m.len() == a.len())
+        })
 }
 
 static LOCATION: LazyLock<Regex> =

@@ -403,6 +403,24 @@ pub(crate) fn command_of(s: &StepView) -> Option<&str> {
         .find_map(|k| param_str(&s.parameters, k))
 }
 
+static FILE_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?x)^(?:\w+=\S*\s+)*(?:
+            (?:mv|cp|rm|ln|patch|truncate)\s
+            |sed\s+(?:-\w+\s+)*-i
+            |git\s+(?:mv|rm|checkout|restore|stash|apply|revert|reset|cherry-pick)\b)",
+    )
+    .expect("valid regex")
+});
+
+/// Whether a successful shell command changed workspace files (moved, copied, removed,
+/// patched or restored them): an attempt as much as an edit is, though the log records
+/// no content for it.
+pub(crate) fn command_changes_files(s: &StepView) -> bool {
+    s.result == ActionResult::Success
+        && command_of(s).is_some_and(|c| FILE_COMMAND.is_match(&normalize_command(c)))
+}
+
 static LEADING_WAIT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^sleep\s+\d+(?:\.\d+)?[smh]?\s*(?:;|&&)\s*").expect("valid regex")
 });

@@ -2389,3 +2389,214 @@ fn a_narrower_run_with_the_same_failure_leaves_verification_as_it_was() {
         "{found:?}"
     );
 }
+
+// ------------------------------------------- rules from the blind4 development set
+
+/// A step with only the fields the rules below look at.
+fn plain(i: u64, action: &str, params: Value, result: ActionResult) -> StepView {
+    let mut s = shown(i, action, params, result, "");
+    s.error = None;
+    s.output = None;
+    s.output_len = None;
+    s
+}
+
+/// A check command failing with `error`.
+fn failing_run(i: u64, command: &str, error: &str) -> StepView {
+    let mut s = plain(i, "run_command", json!({ "command": command }), Failure);
+    s.error = Some(error.to_string());
+    s.output = Some(error.to_string());
+    s
+}
+
+#[test]
+fn a_plan_recorded_as_the_messages_output_is_judged_by_its_words() {
+    let said = |i: u64, text: &str| {
+        let mut s = plain(i, "message", json!({}), Success);
+        s.summary = "restates plan".into();
+        s.output = Some(text.to_string());
+        s
+    };
+    let plans = [
+        "Plan: bump typescript in the root package.json, then migrate the eslint config, then run the build.",
+        "To restate: typescript bump in package.json first, eslint config migration second, build last.",
+        "So: package.json typescript bump, then the eslint config migration, then the build run.",
+    ];
+    let restated: Vec<StepView> = plans.iter().zip(1..).map(|(p, i)| said(i, p)).collect();
+    assert_eq!(
+        types(&LoopDetector::default().replay(&restated)),
+        vec![(LoopType::Repetition, 3)]
+    );
+    // The same summary over messages that each say something else is no repetition.
+    let news = [
+        "The build fails in packages/ui: a missing peer dependency on react-dom.",
+        "Added react-dom as a peer dependency; the ui package now compiles.",
+        "Lint reports two unused imports in apps/admin; removing them.",
+    ];
+    let distinct: Vec<StepView> = news.iter().zip(1..).map(|(p, i)| said(i, p)).collect();
+    assert!(LoopDetector::default().replay(&distinct).is_empty());
+}
+
+/// Steps of two approaches tried in turn on one function, each failing with its own
+/// compiler error code, reworded every time.
+fn two_approaches(errors: &[&str]) -> Vec<StepView> {
+    let mut steps = Vec::new();
+    let mut i = 0;
+    let mut next = |steps: &mut Vec<StepView>, s: StepView| {
+        i += 1;
+        steps.push(StepView { step: i, ..s });
+    };
+    for (k, error) in errors.iter().enumerate() {
+        let mut edit = plain(
+            0,
+            "edit_file",
+            json!({ "path": "src/lib.rs", "old_text": format!("fn label_{k}() {{}}"), "new_text": format!("fn label_{}() {{}}", k + 1) }),
+            Success,
+        );
+        edit.target = Some("src/lib.rs".into());
+        next(&mut steps, edit);
+        next(&mut steps, failing_run(0, "cargo test -q", error));
+    }
+    steps
+}
+
+#[test]
+fn going_back_to_an_error_code_however_reworded_is_an_error_cycle() {
+    let steps = two_approaches(&[
+        "error[E0515]: cannot return reference to local variable `s`",
+        "error[E0053]: method `label` has an incompatible type for trait",
+        "error[E0515]: cannot return value referencing temporary value",
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(types(&found), vec![(LoopType::ErrorCycle, 6)], "{found:?}");
+    // A cascade of new error codes is the code getting further.
+    let cascade = two_approaches(&[
+        "error[E0515]: cannot return reference to local variable `s`",
+        "error[E0053]: method `label` has an incompatible type for trait",
+        "error[E0308]: mismatched types",
+    ]);
+    assert!(LoopDetector::default().replay(&cascade).is_empty());
+}
+
+#[test]
+fn a_rename_back_and_forth_after_a_passing_run_is_still_an_error_cycle() {
+    let mut ok = plain(
+        1,
+        "run_command",
+        json!({ "command": "node bin/report.js" }),
+        Success,
+    );
+    ok.output = Some("{\"count\":3}".into());
+    let await_error =
+        "SyntaxError: await is only valid in async functions and the top level bodies of modules";
+    let scope_error = "ReferenceError: require is not defined in ES module scope";
+    let edit = |i: u64, old: &str, new: &str| {
+        let mut s = plain(
+            i,
+            "edit_file",
+            json!({ "path": "bin/report.js", "old_text": old, "new_text": new }),
+            Success,
+        );
+        s.target = Some("bin/report.js".into());
+        s
+    };
+    let mv = |i: u64, from: &str, to: &str| {
+        plain(
+            i,
+            "run_command",
+            json!({ "command": format!("git mv {from} {to}") }),
+            Success,
+        )
+    };
+    let steps = vec![
+        ok,
+        edit(2, "load().then(run);", "const r = await load();\nrun(r);"),
+        failing_run(3, "node bin/report.js", await_error),
+        mv(4, "bin/report.js", "bin/report.mjs"),
+        failing_run(5, "node bin/report.mjs", scope_error),
+        mv(6, "bin/report.mjs", "bin/report.js"),
+        edit(7, "const r = await load();\nrun(r);", "run(await load());"),
+        failing_run(8, "node bin/report.js", await_error),
+    ];
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(types(&found), vec![(LoopType::ErrorCycle, 8)], "{found:?}");
+    // Renaming, then a new failure further on: the attempts moved.
+    let mut moved = steps[..7].to_vec();
+    moved.push(failing_run(
+        8,
+        "node bin/report.js",
+        "TypeError: run is not a function",
+    ));
+    assert!(LoopDetector::default().replay(&moved).is_empty());
+}
+
+#[test]
+fn the_same_edit_leaving_the_same_content_with_the_same_failure_is_a_repetition() {
+    let build = |t: &mut Traj, error: &str| {
+        t.push(
+            "run_check",
+            Some("build"),
+            json!({ "name": "build" }),
+            Failure,
+            "build: make exited 2",
+            Some(error),
+        );
+    };
+    let assert_fails =
+        "src/server.c:4:1: error: static assertion failed: \"MAX_CLIENTS too small\"";
+    let mut t = Traj::new();
+    build(&mut t, assert_fails);
+    for _ in 0..2 {
+        t.push(
+            "edit_file",
+            Some("src/config.h"),
+            json!({ "path": "src/config.h", "old_text": "#define MAX_CLIENTS 16", "new_text": "#define MAX_CLIENTS 64" }),
+            Success,
+            "edit src/config.h",
+            None,
+        )
+        .file_hashes
+        .insert("src/config.h".into(), "sha256:64".into());
+        build(&mut t, assert_fails);
+    }
+    assert_eq!(types(&t.replay()), vec![(LoopType::Repetition, 5)]);
+    // The same edit again followed by another failure: doing it again told something.
+    let mut other = Traj::new();
+    other.steps = t.steps[..4].to_vec();
+    build(&mut other, "src/server.c:9:1: error: 'conf' undeclared");
+    assert!(other.replay().is_empty(), "{:?}", other.replay());
+}
+
+#[test]
+fn rereading_a_place_with_shifted_ranges_is_no_progress_but_paging_on_is_not() {
+    let read = |i: u64, from: u64, to: u64| {
+        let mut s = plain(
+            i,
+            "read_file",
+            json!({ "path": "src/rules.ts", "start_line": from, "end_line": to }),
+            Success,
+        );
+        s.target = Some("src/rules.ts".into());
+        s
+    };
+    let mut failing = failing_run(
+        1,
+        "npx vitest run",
+        "AssertionError: expected 'bronze' to be 'silver'",
+    );
+    failing.parameters = json!({ "command": "npx vitest run" });
+    // Around one comparison at line 69, the window shifting each time.
+    let ranges = [(60, 75), (66, 72), (55, 79), (62, 86), (64, 70), (58, 74)];
+    let mut steps = vec![failing.clone()];
+    steps.extend(ranges.iter().zip(2..).map(|(&(a, b), i)| read(i, a, b)));
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(
+        found.first().map(|d| (d.loop_type, d.step)),
+        Some((LoopType::NoProgress, 6)),
+        "{found:?}"
+    );
+    // Paging through the file, each page overlapping the last by a line or two.
+    let mut paging = vec![failing];
+    paging.extend((0..6).map(|k| read(k + 2, 1 + 40 * k, 42 + 40 * k)));
+    assert!(LoopDetector::default().replay(&paging).is_empty());
+}
