@@ -347,6 +347,40 @@ fn score_blind_set(folder: &str, title: &str) -> Rates {
     }
 }
 
+/// The held-out set since 2026-11-25 late evening (`tests/data/loops/blind5/`, 44
+/// sequences), written by a helper that saw only the step format and the loop
+/// definitions (not the detector's code, its tests or the other labelled sets), with
+/// outputs from real tool runs where the tools exist here (see its README), while the
+/// detector was improved on blind4 by someone who never opened this folder. Scored on
+/// its own. Issue 11's targets: recall >= 90% (a detection no later than 2 steps after
+/// the labelled step) and false flags <= 5%.
+///
+/// Do not tune the detector on these files: this test prints rates and misses per loop
+/// type only. Once someone improves the detector looking at this set, it becomes a
+/// development set and a new held-out set has to be written.
+#[test]
+fn blind5_heldout_set_scores() {
+    let Rates {
+        recall,
+        false_flags,
+    } = score_blind_set("blind5", "held-out set (blind5)");
+    assert!(
+        recall >= BLIND5_RECALL,
+        "held-out recall {recall:.3} < {BLIND5_RECALL} (the level first scored; the target is 0.90)"
+    );
+    assert!(
+        false_flags <= BLIND5_FALSE_FLAGS,
+        "held-out false-flag rate {false_flags:.3} > {BLIND5_FALSE_FLAGS}"
+    );
+}
+
+/// blind5's first score, 2026-11-25 (see [`blind5_heldout_set_scores`]): 16 of 22 loops
+/// (72.7%), asserted so a regression fails. The detector as it was before that evening's
+/// tuning on blind3 and blind4 scores the same 16 of 22 (other misses).
+const BLIND5_RECALL: f64 = 0.727;
+/// blind5's first false-flag rate was 1 of 22 (4.5%); the target (5%) is what is asserted.
+const BLIND5_FALSE_FLAGS: f64 = 0.05;
+
 /// The fourth blind set (`tests/data/loops/blind4/`, 44 sequences), written by a helper
 /// that saw only the step format and the loop definitions (not the detector's code, its
 /// tests or the other labelled sets), with outputs from real tool runs where the tools
