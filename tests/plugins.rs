@@ -344,12 +344,48 @@ fn broken_plugins_are_reported_and_skipped() {
     assert!(matches!(&errors[6], PluginLoadError::Duplicate { .. }));
 }
 
+/// `agentforge run` of the bundled example (`examples/fix-failing-test`) in a copy of its
+/// project, with the recorded model `session`, the plugins of `plugins`, the compile
+/// cache `cache` and `extra` arguments: the workspace and the command's output.
+fn run_example(
+    session: &str,
+    plugins: &Path,
+    cache: &Path,
+    extra: &[&str],
+) -> (tempfile::TempDir, std::process::Output) {
+    let example = root().join("examples/fix-failing-test");
+    let tmp = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new("cp")
+        .arg("-R")
+        .arg(example.join("project/."))
+        .arg(tmp.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
+        .current_dir(tmp.path())
+        .arg("--workspace")
+        .arg(tmp.path())
+        .arg("run")
+        .arg(example.join("task.yaml"))
+        .arg("--replay")
+        .arg(example.join(session))
+        .arg("--plugins")
+        .arg(plugins)
+        .args(extra)
+        .env_remove("AGENTFORGE_FAULT")
+        .env("AGENTFORGE_CACHE_DIR", cache)
+        .output()
+        .unwrap();
+    (tmp, out)
+}
+
 /// A broken extractor in the plugin folder: it loads on first use, so a run reports it
 /// when a step first extracts facts and goes on without it; `--strict` loads every kind
 /// before the first step and refuses to start.
 #[test]
 fn strict_loads_deferred_plugins_before_the_run() {
-    let example = root().join("examples/fix-failing-test");
     let folder = tempfile::tempdir().unwrap();
     let broken = install(folder.path(), "extract-cargo", "x-broken", |m| {
         m.replace("name = \"extract-cargo\"", "name = \"x-broken\"")
@@ -357,31 +393,8 @@ fn strict_loads_deferred_plugins_before_the_run() {
     std::fs::write(broken.join("extract_cargo.wasm"), b"\0asm garbage").unwrap();
     let cache = tempfile::tempdir().unwrap();
     let run = |strict: bool| {
-        let tmp = tempfile::tempdir().unwrap();
-        let ok = std::process::Command::new("cp")
-            .arg("-R")
-            .arg(example.join("project/."))
-            .arg(tmp.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"));
-        cmd.current_dir(tmp.path())
-            .arg("--workspace")
-            .arg(tmp.path())
-            .arg("run")
-            .arg(example.join("task.yaml"))
-            .arg("--replay")
-            .arg(example.join("session.jsonl"))
-            .arg("--plugins")
-            .arg(folder.path())
-            .env_remove("AGENTFORGE_FAULT")
-            .env("AGENTFORGE_CACHE_DIR", cache.path());
-        if strict {
-            cmd.arg("--strict");
-        }
-        let out = cmd.output().unwrap();
+        let extra: &[&str] = if strict { &["--strict"] } else { &[] };
+        let (tmp, out) = run_example("session.jsonl", folder.path(), cache.path(), extra);
         let log = tmp
             .path()
             .join(".agentforge/tasks/fix-word-count/actions.jsonl");
@@ -411,33 +424,13 @@ fn strict_loads_deferred_plugins_before_the_run() {
 /// the example's agentforge.toml grants), and facts are not duplicated.
 #[test]
 fn run_with_plugins_folder_uses_the_plugins() {
-    let plugins = plugins();
-    let example = root().join("examples/fix-failing-test");
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let ok = std::process::Command::new("cp")
-        .arg("-R")
-        .arg(example.join("project/."))
-        .arg(tmp.path())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentforge"))
-        .current_dir(tmp.path())
-        .arg("--workspace")
-        .arg(tmp.path())
-        .arg("run")
-        .arg(example.join("task.yaml"))
-        .arg("--replay")
-        .arg(example.join("session-plugins.jsonl"))
-        .arg("--plugins")
-        .arg(&plugins)
-        .arg("--strict")
-        .env_remove("AGENTFORGE_FAULT")
-        .env("AGENTFORGE_CACHE_DIR", cache.path())
-        .output()
-        .unwrap();
+    let (tmp, out) = run_example(
+        "session-plugins.jsonl",
+        &plugins(),
+        cache.path(),
+        &["--strict"],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("plugin error"), "{stderr}");

@@ -302,6 +302,33 @@ pub struct Runtime {
     late_warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
+/// The embedded built-ins `builtins`, loaded, with the folder plugins `from_folders`: a
+/// folder plugin replaces the built-in of its name where the project allows it
+/// (`replace`; the refusals are returned), and what the host changed of the folder
+/// plugins' requests is printed. A broken built-in is the error.
+fn with_builtins(
+    builtins: &[(&'static str, &'static str, &'static [u8], &'static [u8])],
+    from_folders: Vec<agentforge_plugin_host::LoadedPlugin>,
+    cache: &Path,
+    opts: &agentforge_plugin_host::LoadOptions,
+    replace: &[String],
+) -> Result<(Vec<agentforge_plugin_host::LoadedPlugin>, Vec<String>), PluginSetupError> {
+    let (builtin, errors) = agentforge_plugin_host::load_builtin(builtins, cache, opts);
+    if !errors.is_empty() {
+        let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        return Err(PluginSetupError::Builtin(all));
+    }
+    let (from_folders, refused) =
+        agentforge_plugin_host::replacements(&builtin, from_folders, replace);
+    print_notes(&from_folders);
+    let mut all: Vec<_> = builtin
+        .into_iter()
+        .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))
+        .collect();
+    all.extend(from_folders);
+    Ok((all, refused))
+}
+
 /// Prints what the host changed of each plugin's requests (see `LoadedPlugin::notes`).
 fn print_notes(plugins: &[agentforge_plugin_host::LoadedPlugin]) {
     for p in plugins {
@@ -451,9 +478,7 @@ impl Runtime {
         &mut self,
         dirs: &[std::path::PathBuf],
     ) -> Result<Vec<String>, PluginSetupError> {
-        use agentforge_plugin_host::{
-            load_builtin, load_folders, replacements, scan_dir, LoadOptions, PluginKind,
-        };
+        use agentforge_plugin_host::{load_folders, scan_dir, LoadOptions, PluginKind};
         let cache = agentforge_plugin_host::default_cache_dir();
         let mut opts = LoadOptions::new(&self.workspace, &self.config.plugins);
         opts.checks = self.declared_checks.clone();
@@ -485,20 +510,14 @@ impl Runtime {
             .partition(|f| f.kind().is_some_and(|k| DEFERRED.contains(&k)));
         let (from_folders, errors) = load_folders(now, &cache, &opts);
         warnings.extend(errors.iter().map(|e| e.to_string()));
-        let (builtin, errors) = load_builtin(&builtin_plugins_except(&DEFERRED), &cache, &opts);
-        if !errors.is_empty() {
-            let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-            return Err(PluginSetupError::Builtin(all));
-        }
-        let (from_folders, refused) =
-            replacements(&builtin, from_folders, &self.config.plugins.replace);
+        let (all, refused) = with_builtins(
+            &builtin_plugins_except(&DEFERRED),
+            from_folders,
+            &cache,
+            &opts,
+            &self.config.plugins.replace,
+        )?;
         warnings.extend(refused);
-        print_notes(&from_folders);
-        let mut all: Vec<_> = builtin
-            .into_iter()
-            .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))
-            .collect();
-        all.extend(from_folders);
         warnings.extend(self.install(all)?);
         for kind in DEFERRED {
             let folders: Vec<_>;
@@ -507,13 +526,14 @@ impl Runtime {
             let replace = self.config.plugins.replace.clone();
             let late = self.late_warnings.clone();
             let load = move || {
-                let (builtin, errors) = load_builtin(&builtin_plugins_of(kind), &cache, &opts);
-                if !errors.is_empty() {
-                    let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                    return Err(PluginSetupError::Builtin(all));
-                }
                 let (from_folders, errors) = load_folders(folders, &cache, &opts);
-                let (from_folders, refused) = replacements(&builtin, from_folders, &replace);
+                let (all, refused) = with_builtins(
+                    &builtin_plugins_of(kind),
+                    from_folders,
+                    &cache,
+                    &opts,
+                    &replace,
+                )?;
                 let errors: Vec<String> = errors
                     .iter()
                     .map(|e| e.to_string())
@@ -525,13 +545,7 @@ impl Runtime {
                 late.lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .extend(errors);
-                print_notes(&from_folders);
-                let mut all: Vec<_> = builtin
-                    .into_iter()
-                    .filter(|b| !from_folders.iter().any(|p| p.name() == b.name()))
-                    .collect();
-                all.extend(from_folders);
-                Ok(all)
+                Ok::<_, PluginSetupError>(all)
             };
             match kind {
                 PluginKind::Extractor => {

@@ -12,8 +12,38 @@ use std::sync::Mutex;
 /// How many parsed log lines are kept (more than a step's tail reads).
 const MAX_LINES: usize = 96;
 
-/// One file's bytes and its parsed value.
-type Entry<T> = Mutex<Option<(Vec<u8>, T)>>;
+/// One file's parsed value, with the bytes it was parsed from (or written as).
+pub(crate) struct Parsed<T>(Mutex<Option<(Vec<u8>, T)>>);
+
+impl<T> Default for Parsed<T> {
+    fn default() -> Self {
+        Parsed(Mutex::new(None))
+    }
+}
+
+impl<T: Clone> Parsed<T> {
+    /// The value of `bytes`: the kept one when `bytes` are the kept bytes, else
+    /// `parse`'s (then kept).
+    pub(crate) fn get_or_parse<E>(
+        &self,
+        bytes: &[u8],
+        parse: impl FnOnce(&[u8]) -> Result<T, E>,
+    ) -> Result<T, E> {
+        if let Some((kept, value)) = &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+            if kept == bytes {
+                return Ok(value.clone());
+            }
+        }
+        let value = parse(bytes)?;
+        self.wrote(bytes, &value);
+        Ok(value)
+    }
+
+    /// Keeps `value` as the value of `bytes` (just written, or just parsed).
+    pub(crate) fn wrote(&self, bytes: &[u8], value: &T) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((bytes.to_vec(), value.clone()));
+    }
+}
 
 /// Log lines and their records (boxed `ActionRecord<S>`), of the record type named.
 type Lines = (Option<TypeId>, VecDeque<(String, Box<dyn Any + Send>)>);
@@ -21,9 +51,12 @@ type Lines = (Option<TypeId>, VecDeque<(String, Box<dyn Any + Send>)>);
 /// The parsed copies of one task folder's files.
 #[derive(Default)]
 pub(crate) struct ParseCache {
-    spec: Entry<agentforge_core::task::TaskSpec>,
-    state: Entry<agentforge_core::state::TaskState>,
-    memory: Entry<agentforge_core::working_memory::WorkingMemory>,
+    /// `task.yaml`.
+    pub(crate) spec: Parsed<agentforge_core::task::TaskSpec>,
+    /// `state.yaml`.
+    pub(crate) state: Parsed<agentforge_core::state::TaskState>,
+    /// The working memory.
+    pub(crate) memory: Parsed<agentforge_core::working_memory::WorkingMemory>,
     /// Log lines and their records, of one record type at a time (the last asked for).
     lines: Mutex<Lines>,
 }
@@ -34,67 +67,7 @@ impl std::fmt::Debug for ParseCache {
     }
 }
 
-/// The value of `bytes`: the cached one when `bytes` are the cached bytes, else `parse`'s
-/// (then cached).
-fn get_or_parse<T: Clone, E>(
-    entry: &Entry<T>,
-    bytes: &[u8],
-    parse: impl FnOnce(&[u8]) -> Result<T, E>,
-) -> Result<T, E> {
-    if let Some((cached, value)) = &*entry.lock().unwrap_or_else(|p| p.into_inner()) {
-        if cached == bytes {
-            return Ok(value.clone());
-        }
-    }
-    let value = parse(bytes)?;
-    *entry.lock().unwrap_or_else(|p| p.into_inner()) = Some((bytes.to_vec(), value.clone()));
-    Ok(value)
-}
-
 impl ParseCache {
-    /// `task.yaml`'s value.
-    pub(crate) fn spec<E>(
-        &self,
-        bytes: &[u8],
-        parse: impl FnOnce(&[u8]) -> Result<agentforge_core::task::TaskSpec, E>,
-    ) -> Result<agentforge_core::task::TaskSpec, E> {
-        get_or_parse(&self.spec, bytes, parse)
-    }
-
-    /// `state.yaml`'s value.
-    pub(crate) fn state<E>(
-        &self,
-        bytes: &[u8],
-        parse: impl FnOnce(&[u8]) -> Result<agentforge_core::state::TaskState, E>,
-    ) -> Result<agentforge_core::state::TaskState, E> {
-        get_or_parse(&self.state, bytes, parse)
-    }
-
-    /// Remembers the bytes just written for `state`.
-    pub(crate) fn wrote_state(&self, bytes: &[u8], state: &agentforge_core::state::TaskState) {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((bytes.to_vec(), state.clone()));
-    }
-
-    /// The working memory's value.
-    pub(crate) fn memory<E>(
-        &self,
-        bytes: &[u8],
-        parse: impl FnOnce(&[u8]) -> Result<agentforge_core::working_memory::WorkingMemory, E>,
-    ) -> Result<agentforge_core::working_memory::WorkingMemory, E> {
-        get_or_parse(&self.memory, bytes, parse)
-    }
-
-    /// Remembers the bytes just written for `memory`.
-    pub(crate) fn wrote_memory(
-        &self,
-        bytes: &[u8],
-        memory: &agentforge_core::working_memory::WorkingMemory,
-    ) {
-        *self.memory.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((bytes.to_vec(), memory.clone()));
-    }
-
     /// The record of the log line `line`, as `R`.
     pub(crate) fn line<R: Clone + Send + 'static, E>(
         &self,
@@ -138,10 +111,10 @@ mod tests {
             parses += 1;
             Ok(String::from_utf8(b.to_vec()).unwrap())
         };
-        let entry: Entry<String> = Mutex::new(None);
-        assert_eq!(get_or_parse(&entry, b"a", &mut parse).unwrap(), "a");
-        assert_eq!(get_or_parse(&entry, b"a", &mut parse).unwrap(), "a");
-        assert_eq!(get_or_parse(&entry, b"b", &mut parse).unwrap(), "b");
+        let entry: Parsed<String> = Parsed::default();
+        assert_eq!(entry.get_or_parse(b"a", &mut parse).unwrap(), "a");
+        assert_eq!(entry.get_or_parse(b"a", &mut parse).unwrap(), "a");
+        assert_eq!(entry.get_or_parse(b"b", &mut parse).unwrap(), "b");
         assert_eq!(parses, 2);
         let line = |l: &str| cache.line::<String, ()>(l, |l| Ok(l.to_uppercase()));
         assert_eq!(line("x").unwrap(), "X");

@@ -462,7 +462,7 @@ impl TaskDir {
             message,
         };
         let bytes = fs::read(&p).map_err(|e| corrupt(e.to_string()))?;
-        self.parsed.spec(&bytes, |b| {
+        self.parsed.spec.get_or_parse(&bytes, |b| {
             let text = std::str::from_utf8(b).map_err(|e| corrupt(e.to_string()))?;
             TaskSpec::parse(text, &p.display().to_string()).map_err(|e| corrupt(e.to_string()))
         })
@@ -472,7 +472,7 @@ impl TaskDir {
     pub fn load_state(&self) -> Result<TaskState, StoreError> {
         let p = self.dir.join("state.yaml");
         let bytes = fs::read(&p).map_err(io_err("cannot read", &p))?;
-        self.parsed.state(&bytes, |b| {
+        self.parsed.state.get_or_parse(&bytes, |b| {
             serde_yaml_ng::from_slice(b).map_err(|e| StoreError::Corrupt {
                 path: p.display().to_string(),
                 message: e.to_string(),
@@ -499,7 +499,7 @@ impl TaskDir {
             message: e.to_string(),
         })?;
         rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))?;
-        self.parsed.wrote_state(yaml.as_bytes(), state);
+        self.parsed.state.wrote(yaml.as_bytes(), state);
         Ok(())
     }
 
@@ -533,7 +533,7 @@ impl TaskDir {
     pub fn load_working_memory(&self) -> Result<WorkingMemory, StoreError> {
         let p = self.dir.join(WORKING_MEMORY_FILE);
         match fs::read(&p) {
-            Ok(bytes) => self.parsed.memory(&bytes, |b| {
+            Ok(bytes) => self.parsed.memory.get_or_parse(&bytes, |b| {
                 serde_yaml_ng::from_slice(b).map_err(|e| StoreError::Corrupt {
                     path: p.display().to_string(),
                     message: e.to_string(),
@@ -564,7 +564,7 @@ impl TaskDir {
         let p = self.dir.join(WORKING_MEMORY_FILE);
         let yaml = serde_yaml_ng::to_string(wm).expect("working memory serializes");
         rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))?;
-        self.parsed.wrote_memory(yaml.as_bytes(), wm);
+        self.parsed.memory.wrote(yaml.as_bytes(), wm);
         Ok(())
     }
 
