@@ -18,8 +18,12 @@ use regex::Regex;
 use serde_json::Value;
 
 // Relative to this file's folder, whichever crate includes it.
+#[path = "parse.rs"]
+mod parse;
 #[path = "shape.rs"]
 mod shape;
+
+use parse::has;
 
 use shape::{count, ordered, Finding, Severity};
 pub use shape::{Kind, Stated};
@@ -33,11 +37,12 @@ pub fn extract(tool: &str, output: &str) -> Vec<Stated> {
     // `--format json` prints no `test result:` lines and escapes the panics' line
     // breaks, so the two never describe the same run twice; compile diagnostics
     // (stderr, text) come with either.
-    if !json_runs(tool, output, &mut totals, &mut found) {
-        test_runs(p, tool, output, &mut totals, &mut found);
+    let lines = parse::lines(output);
+    if !json_runs(tool, &lines, output, &mut totals, &mut found) {
+        test_runs(p, tool, &lines, output, &mut totals, &mut found);
     }
     let tests = found.len();
-    diagnostics(p, output, &mut totals, &mut found);
+    diagnostics(p, &lines, output, &mut totals, &mut found);
     if totals.is_empty() {
         return totals;
     }
@@ -74,25 +79,14 @@ impl Lazy {
     }
 }
 
+/// The rarer shapes (the common ones are parsed by hand, `parse.rs`).
 struct Patterns {
-    /// `test tests::adds ... FAILED` (not indented: nextest's captured output is).
-    test_line: Lazy,
-    /// libtest's `test result:` line, one per test binary.
-    result: Lazy,
-    /// A panic: test (thread) name, file, line, first line of the message.
-    panic: Lazy,
     /// A test returning `Err`: its captured stdout.
     err_return: Lazy,
-    /// `---- tests::adds stdout ----`: a failure's section.
-    stdout_header: Lazy,
     /// nextest: `FAIL [   0.227s] (2/2) demo tests::bad`.
     nextest_fail: Lazy,
     /// nextest: `Summary [   0.231s] 2 tests run: 1 passed, 1 failed, 2 skipped`.
     nextest_summary: Lazy,
-    /// A diagnostic's first line.
-    diag: Lazy,
-    /// Its primary location.
-    arrow: Lazy,
     /// The lint a diagnostic comes from, as rustc and clippy name it in its notes.
     lint: Lazy,
     /// `` `x` `` spans of a message (a lint's messages differ only there).
@@ -101,21 +95,11 @@ struct Patterns {
 
 fn patterns() -> &'static Patterns {
     static P: Patterns = Patterns {
-        test_line: Lazy::new(r"^test (\S+) \.\.\. (ok|FAILED|ignored)"),
-        result: Lazy::new(
-            r"(?m)^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored",
-        ),
-        panic: Lazy::new(
-            r"thread '([^']+)'(?: \(\d+\))? panicked at ([^:\s]+):(\d+):\d+:\n\s*(.*)",
-        ),
         err_return: Lazy::new(r"(?m)^---- (\S+) stdout ----\n(Error: .*)"),
-        stdout_header: Lazy::new(r"^---- (\S+) stdout ----$"),
         nextest_fail: Lazy::new(
             r"^\s+(FAIL|SIGSEGV|SIGABRT|SIGBUS|TIMEOUT|LEAK-FAIL|ABORT) \[[^\]]*\] (?:\(\s*\d+/\d+\) )?(\S+) (\S+)$",
         ),
         nextest_summary: Lazy::new(r"(?m)^\s*Summary \[[^\]]*\] \d+ tests? run: (.+)$"),
-        diag: Lazy::new(r"^(error|warning)(?:\[(E\d+)\])?: (.+)$"),
-        arrow: Lazy::new(r"^\s*--> ([^:\s]+):(\d+):\d+"),
         lint: Lazy::new(
             r"index\.html#(\w+)|#\[(?:warn|deny|forbid)\(([\w:]+)\)\]|`-[DW] ([\w:-]+)` implied",
         ),
@@ -161,16 +145,11 @@ impl Failure {
 }
 
 /// The panics of an output by test name (the first of each).
-fn panics(p: &Patterns, text: &str) -> HashMap<String, (String, String, String)> {
+fn panics(text: &str) -> HashMap<String, (String, String, String)> {
     let mut map = HashMap::new();
-    // Each whole-output scan is behind the literal its pattern needs: a substring search
-    // is cheaper than the regex, and a pattern the output cannot match is never compiled.
-    if !text.contains("panicked at ") {
-        return map;
-    }
-    for c in p.panic.get().captures_iter(text) {
-        map.entry(c[1].to_string())
-            .or_insert_with(|| (c[2].to_string(), c[3].to_string(), cut(&c[4])));
+    for p in parse::panics(text) {
+        map.entry(p.thread.unwrap_or_default().to_string())
+            .or_insert_with(|| (p.file.to_string(), p.line.to_string(), cut(p.message)));
     }
     map
 }
@@ -179,12 +158,13 @@ fn panics(p: &Patterns, text: &str) -> HashMap<String, (String, String, String)>
 fn test_runs(
     p: &Patterns,
     tool: &str,
+    lines: &[&str],
     text: &str,
     out: &mut Vec<Stated>,
     found: &mut Vec<Finding>,
 ) {
-    let panics = panics(p, text);
-    let errors: HashMap<String, String> = if text.contains(" stdout ----\nError: ") {
+    let panics = panics(text);
+    let errors: HashMap<String, String> = if has(text, " stdout ----\nError: ") {
         p.err_return
             .get()
             .captures_iter(text)
@@ -205,8 +185,7 @@ fn test_runs(
         }
     };
 
-    let nextest = text
-        .contains("Summary [")
+    let nextest = has(text, "Summary [")
         .then(|| p.nextest_summary.get().captures_iter(text).last())
         .flatten();
     if let Some(c) = nextest {
@@ -214,35 +193,31 @@ fn test_runs(
             Kind::Verification,
             format!("cargo nextest: {}", c[1].trim()),
         ));
-        for line in text.lines() {
+        for line in lines {
             if let Some(c) = p.nextest_fail.get().captures(line) {
                 add(&mut failures, &c[3], Some(&c[2]));
             }
         }
     } else {
         let (mut passed, mut failed, mut ignored, mut runs) = (0u64, 0u64, 0u64, 0);
-        let results = text
-            .contains("test result: ")
-            .then(|| p.result.get().captures_iter(text));
-        for c in results.into_iter().flatten() {
-            runs += 1;
-            passed += c[1].parse::<u64>().unwrap_or(0);
-            failed += c[2].parse::<u64>().unwrap_or(0);
-            ignored += c[3].parse::<u64>().unwrap_or(0);
-        }
-        for line in text.lines() {
-            // A byte test first: most lines are neither (the regexes run on few).
-            if !(line.starts_with("test ") || line.starts_with("---- ")) {
+        for line in lines {
+            // The first byte rules out most lines before any comparison.
+            if !matches!(line.as_bytes().first(), Some(b't' | b'-')) {
                 continue;
             }
-            if let Some(c) = p.test_line.get().captures(line) {
-                if &c[2] == "FAILED" {
-                    add(&mut failures, &c[1], None);
+            if let Some([p, f, i]) = parse::result_line(line) {
+                runs += 1;
+                passed += p.parse::<u64>().unwrap_or(0);
+                failed += f.parse::<u64>().unwrap_or(0);
+                ignored += i.parse::<u64>().unwrap_or(0);
+            } else if let Some((name, status)) = parse::test_line(line) {
+                if status == "FAILED" {
+                    add(&mut failures, name, None);
                 }
-            } else if let Some(c) = p.stdout_header.get().captures(line) {
+            } else if let Some(name) = parse::stdout_header(line) {
                 // `--quiet` prints dots, not `test x ... FAILED`: the failures' headers
                 // name them.
-                add(&mut failures, &c[1], None);
+                add(&mut failures, name, None);
             }
         }
         if runs > 0 {
@@ -257,39 +232,37 @@ fn test_runs(
 }
 
 /// rustc's and clippy's diagnostics (with a location; summaries have none).
-fn diagnostics(p: &Patterns, text: &str, out: &mut Vec<Stated>, found: &mut Vec<Finding>) {
-    let lines: Vec<&str> = text.lines().collect();
+fn diagnostics(
+    p: &Patterns,
+    lines: &[&str],
+    text: &str,
+    out: &mut Vec<Stated>,
+    found: &mut Vec<Finding>,
+) {
     // A lint names itself in a note of its first diagnostic only: later ones with the same
     // message shape get the code from there.
     let mut code_of_shape: HashMap<String, String> = HashMap::new();
     let (mut errors, mut warnings, mut clippy) = (0, 0, false);
     let mut i = 0;
     while i < lines.len() {
-        let line = lines[i];
-        if !(line.starts_with("error") || line.starts_with("warning")) {
-            i += 1;
-            continue;
-        }
-        let Some(h) = p.diag.get().captures(line) else {
+        let Some((level, e_code, message)) = parse::diag(lines[i]) else {
             i += 1;
             continue;
         };
         // rustc puts the location right under the header; a summary line (`generated 12
         // warnings`) has none, and must not borrow the next diagnostic's.
-        let Some(at) = lines.get(i + 1).and_then(|l| p.arrow.get().captures(l)) else {
+        let Some((file, line_no)) = lines.get(i + 1).and_then(|l| parse::arrow(l)) else {
             i += 1;
             continue;
         };
         let end = lines[i + 1..]
             .iter()
             .position(|l| {
-                ((l.starts_with("error") || l.starts_with("warning")) && p.diag.get().is_match(l))
-                    || l.starts_with("test ")
-                    || l.starts_with("   Compiling")
+                parse::diag(l).is_some() || l.starts_with("test ") || l.starts_with("   Compiling")
             })
             .map_or(lines.len(), |n| i + 1 + n);
-        let shape = p.quoted.get().replace_all(&h[3], "`_`").into_owned();
-        let mut code = h.get(2).map(|m| m.as_str().to_string());
+        let shape = p.quoted.get().replace_all(message, "`_`").into_owned();
+        let mut code = e_code.map(str::to_string);
         if code.is_none() {
             code = lines[i + 1..end].iter().find_map(|l| {
                 let c = p.lint.get().captures(l)?;
@@ -308,18 +281,18 @@ fn diagnostics(p: &Patterns, text: &str, out: &mut Vec<Stated>, found: &mut Vec<
             }
         }
         clippy |= code.as_deref().is_some_and(|c| c.starts_with("clippy::"));
-        let (severity, level) = if &h[1] == "error" {
+        let severity = if level == "error" {
             errors += 1;
-            (Severity::Error, "error")
+            Severity::Error
         } else {
             warnings += 1;
-            (Severity::Warning, "warning")
+            Severity::Warning
         };
-        let msg = cut(&h[3]);
-        let s = match (&h.get(2), &code) {
-            (Some(e), _) => format!("{level}[{}] at {}:{}: {msg}", e.as_str(), &at[1], &at[2]),
-            (None, Some(c)) => format!("{level} at {}:{}: {msg} [{c}]", &at[1], &at[2]),
-            (None, None) => format!("{level} at {}:{}: {msg}", &at[1], &at[2]),
+        let msg = cut(message);
+        let s = match (e_code, &code) {
+            (Some(e), _) => format!("{level}[{e}] at {file}:{line_no}: {msg}"),
+            (None, Some(c)) => format!("{level} at {file}:{line_no}: {msg} [{c}]"),
+            (None, None) => format!("{level} at {file}:{line_no}: {msg}"),
         };
         let mut f = Finding::new(severity, s);
         if let Some(c) = code {
@@ -331,7 +304,7 @@ fn diagnostics(p: &Patterns, text: &str, out: &mut Vec<Stated>, found: &mut Vec<
     if errors + warnings > 0 {
         let who = if clippy {
             "cargo clippy"
-        } else if text.contains("   Compiling ") || text.contains("    Checking ") {
+        } else if has(text, "   Compiling ") || has(text, "    Checking ") {
             "cargo"
         } else {
             "rustc"
@@ -350,23 +323,24 @@ fn diagnostics(p: &Patterns, text: &str, out: &mut Vec<Stated>, found: &mut Vec<
 /// The first panic in a failed test's captured stdout: file, line and the message's
 /// first line.
 fn panic_location(stdout: &str) -> Option<(String, String, String)> {
-    let c = patterns().panic.get().captures(stdout).or_else(|| {
-        static RE: OnceLock<Regex> = OnceLock::new();
-        RE.get_or_init(|| re(r"panicked at ([^:\s]+):(\d+):\d+:\n\s*(.*)"))
-            .captures(stdout)
-    })?;
-    let n = c.len();
-    Some((c[n - 3].to_string(), c[n - 2].to_string(), cut(&c[n - 1])))
+    let p = parse::first_panic(stdout)?;
+    Some((p.file.to_string(), p.line.to_string(), cut(p.message)))
 }
 
 /// Facts from libtest's JSON events; false when the output has none.
-fn json_runs(tool: &str, text: &str, out: &mut Vec<Stated>, found: &mut Vec<Finding>) -> bool {
+fn json_runs(
+    tool: &str,
+    lines: &[&str],
+    text: &str,
+    out: &mut Vec<Stated>,
+    found: &mut Vec<Finding>,
+) -> bool {
     // One substring search skips the line walk on text output (the common case).
-    if !text.contains("\"type\"") {
+    if !has(text, "\"type\"") {
         return false;
     }
     let (mut passed, mut failed, mut ignored, mut suites) = (0u64, 0u64, 0u64, 0usize);
-    for line in text.lines() {
+    for line in lines {
         let line = line.trim();
         if !line.starts_with('{') || !line.contains("\"type\"") {
             continue;
