@@ -39,6 +39,17 @@ impl<T: Clone> Parsed<T> {
         Ok(value)
     }
 
+    /// The bytes kept for `value`, when `value` is the value kept.
+    pub(crate) fn bytes_of(&self, value: &T) -> Option<Vec<u8>>
+    where
+        T: PartialEq,
+    {
+        match &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((bytes, kept)) if kept == value => Some(bytes.clone()),
+            _ => None,
+        }
+    }
+
     /// Keeps `value` as the value of `bytes` (just written, or just parsed).
     pub(crate) fn wrote(&self, bytes: &[u8], value: &T) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((bytes.to_vec(), value.clone()));

@@ -232,6 +232,49 @@ enum Durability {
     Cache,
 }
 
+/// The last `n` non-blank lines of `body` (split as `str::lines` splits, invalid UTF-8
+/// replaced), oldest first, with the offset in `body` where the first of them starts;
+/// fewer than `n` only when `whole` (`body` is the whole file), `None` otherwise (read
+/// more). Found by searching newlines backwards from the end: only the lines returned
+/// are looked at, however long `body` is.
+fn last_lines(body: &[u8], n: usize, whole: bool) -> Option<(Vec<String>, usize)> {
+    let mut out = Vec::with_capacity(n);
+    let mut end = body.len();
+    let mut first = body.len();
+    // A final line without its newline counts as a line (a torn write is reported by
+    // its parse error); a final newline ends the last line.
+    let mut newlines = memchr::memrchr_iter(b'\n', body).peekable();
+    // `\r` is cut only before a newline, as `str::lines` does.
+    let mut terminated = newlines.peek() == Some(&body.len().wrapping_sub(1));
+    if terminated {
+        newlines.next();
+        end -= 1;
+    }
+    while out.len() < n {
+        let start = newlines.next().map_or(0, |i| i + 1);
+        let raw = &body[start..end];
+        let raw = match raw.strip_suffix(b"\r") {
+            Some(r) if terminated => r,
+            _ => raw,
+        };
+        terminated = true;
+        let line = String::from_utf8_lossy(raw);
+        if !line.trim().is_empty() {
+            out.push(line.into_owned());
+            first = start;
+        }
+        if start == 0 {
+            break;
+        }
+        end = start - 1;
+    }
+    if out.len() < n && !whole {
+        return None;
+    }
+    out.reverse();
+    Some((out, first))
+}
+
 fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let synced = durability == Durability::Synced;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -381,6 +424,10 @@ pub struct TaskDir {
     dir: PathBuf,
     /// Parsed copies of its files, used when the bytes on the disk are those parsed.
     parsed: std::sync::Arc<crate::parsed::ParseCache>,
+    /// How many bytes from the log's end the last [`TaskDir::recent_actions`] needed:
+    /// the next call reads that much at once instead of growing from 16 KiB (records
+    /// carry the state after them, so a step's tail is often a few hundred KiB).
+    tail_hint: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl TaskDir {
@@ -389,6 +436,7 @@ impl TaskDir {
         TaskDir {
             dir,
             parsed: Default::default(),
+            tail_hint: Default::default(),
         }
     }
 
@@ -562,6 +610,17 @@ impl TaskDir {
         durability: Durability,
     ) -> Result<(), StoreError> {
         let p = self.dir.join(WORKING_MEMORY_FILE);
+        // Most steps leave the working memory as it was: when the file holds exactly what
+        // this value was written as (read back to be sure), there is nothing to write.
+        // (A durable write is never skipped: the file may not be on the disk yet.)
+        if let Some(bytes) = (durability == Durability::Cache)
+            .then(|| self.parsed.memory.bytes_of(wm))
+            .flatten()
+        {
+            if fs::read(&p).is_ok_and(|on_disk| on_disk == bytes) {
+                return Ok(());
+            }
+        }
         let yaml = serde_yaml_ng::to_string(wm).expect("working memory serializes");
         rewrite(&p, yaml.as_bytes(), durability).map_err(io_err("cannot write", &p))?;
         self.parsed.memory.wrote(yaml.as_bytes(), wm);
@@ -624,45 +683,44 @@ impl TaskDir {
             Err(e) => return Err(io_err("cannot open", &p)(e)),
         };
         let len = f.metadata().map_err(io_err("cannot stat", &p))?.len();
-        let mut chunk = 16 * 1024u64;
+        let hint = self.tail_hint.load(std::sync::atomic::Ordering::Relaxed);
+        let mut chunk = hint.max(16 * 1024);
         loop {
             let start = len.saturating_sub(chunk);
             f.seek(SeekFrom::Start(start))
                 .map_err(io_err("cannot seek", &p))?;
             let mut buf = Vec::with_capacity((len - start) as usize);
             f.read_to_end(&mut buf).map_err(io_err("cannot read", &p))?;
-            let text = String::from_utf8_lossy(&buf);
             // Skip a partial first line unless we read from the file's start.
-            let body = if start == 0 {
-                &text[..]
+            let body_start = if start == 0 {
+                0
             } else {
-                match text.find('\n') {
-                    Some(i) => &text[i + 1..],
-                    None => "",
-                }
+                memchr::memchr(b'\n', &buf).map_or(buf.len(), |i| i + 1)
             };
-            let lines: Vec<&str> = body.lines().filter(|l| !l.trim().is_empty()).collect();
-            if lines.len() >= n || start == 0 {
-                // Only the last `n` lines are parsed, each once across steps (the same
-                // bytes give the same record; see `parsed.rs`).
-                let skip = lines.len().saturating_sub(n);
-                return lines[skip..]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| {
-                        self.parsed.line(l, |l| {
-                            serde_json::from_str(l).map_err(|e| StoreError::Corrupt {
-                                path: p.display().to_string(),
-                                message: format!(
-                                    "line {} from the end: {e}",
-                                    lines.len() - skip - i
-                                ),
-                            })
+            let Some((lines, first)) = last_lines(&buf[body_start..], n, start == 0) else {
+                chunk *= 4;
+                continue;
+            };
+            // Room for a step or two of growth before the next call must read again.
+            let needed = buf.len() - body_start - first;
+            let hint = (needed as u64).saturating_mul(5) / 4 + 4096;
+            self.tail_hint
+                .store(hint, std::sync::atomic::Ordering::Relaxed);
+            // Each line parsed once across steps (the same bytes give the same record;
+            // see `parsed.rs`).
+            let total = lines.len();
+            return lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    self.parsed.line(l, |l| {
+                        serde_json::from_str(l).map_err(|e| StoreError::Corrupt {
+                            path: p.display().to_string(),
+                            message: format!("line {} from the end: {e}", total - i),
                         })
                     })
-                    .collect();
-            }
-            chunk *= 4;
+                })
+                .collect();
         }
     }
 
@@ -826,6 +884,42 @@ mod tests {
     use agentforge_core::state::*;
 
     use super::*;
+
+    /// `last_lines` against `str::lines` on every tail of many small logs: blank lines,
+    /// CRLF, a last line without its newline, invalid UTF-8, and bodies that start mid-way.
+    #[test]
+    fn last_lines_are_the_last_lines_str_lines_gives() {
+        let texts: [&[u8]; 9] = [
+            b"",
+            b"\n",
+            b"a\nb\nc\n",
+            b"a\nb\nc",
+            b"a\r\n\r\n  \nb\r\nc\r",
+            b"\n\n\nx\n\n",
+            b"one\xff\ntwo\n",
+            b"{\"step\":1}\n{\"step\":2}\n{\"ste",
+            b"a\n \t\nb\n\n\nc\nd\ne\n",
+        ];
+        for text in texts {
+            let all: Vec<String> = String::from_utf8_lossy(text)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect();
+            for n in 1..=all.len() + 1 {
+                let (got, first) = last_lines(text, n, true).expect("whole text");
+                let want = &all[all.len().saturating_sub(n)..];
+                assert_eq!(got, want, "{text:?}, n = {n}");
+                if let Some(l) = got.first() {
+                    let tail = String::from_utf8_lossy(&text[first..]);
+                    assert!(tail.starts_with(l.as_str()), "{text:?}: first at {first}");
+                }
+                // Not the whole file: fewer lines than asked for means read more.
+                let partial = last_lines(text, n, false);
+                assert_eq!(partial.is_some(), all.len() >= n, "{text:?}, n = {n}");
+            }
+        }
+    }
 
     fn spec() -> TaskSpec {
         TaskSpec::parse(
