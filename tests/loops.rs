@@ -544,6 +544,35 @@ fn check_agrees_with_replay_on_every_prefix() {
     }
 }
 
+#[test]
+fn check_with_a_memo_agrees_with_check_as_a_run_calls_it() {
+    // A run checks the last `history_len` steps at every step with one memo; every set
+    // (the labelled set and every blind set) is walked that way, and each answer must be
+    // `check`'s. One memo serves all sets, so steps of other trajectories with the same
+    // numbers are in it too (they must not be mistaken for these).
+    let detector = LoopDetector::default();
+    let memo = agentforge_loops::StepMemo::default();
+    let mut checked = 0;
+    let mut found = 0;
+    let dirs = ["", "blind", "blind2", "blind3", "blind4", "blind5"];
+    for d in dirs {
+        for t in load_dir(&data_dir().join(d)) {
+            for end in 1..=t.steps.len() {
+                let start = end.saturating_sub(detector.history_len());
+                let h = &t.steps[start..end];
+                let want = detector.check(h);
+                found += usize::from(want.is_some());
+                assert_eq!(detector.check_with(h, &memo), want, "{} at {end}", t.name);
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 1000 && found > 100,
+        "{checked} checks, {found} detections"
+    );
+}
+
 /// The trajectory with details a human would call irrelevant changed: a `reason` in
 /// every call, other line/column numbers and durations in error texts.
 fn perturbed(steps: &[StepView]) -> Vec<StepView> {

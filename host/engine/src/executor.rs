@@ -733,6 +733,8 @@ pub struct RunOutcome {
 pub struct Executor<'r> {
     rt: &'r Runtime,
     dir: TaskDir,
+    /// What the loop detector worked out about each recent step, for the next checks.
+    loop_memo: agentforge_loops::StepMemo,
 }
 
 /// A parsed model call: a built-in action or a planning call.
@@ -827,7 +829,11 @@ impl Executed {
 impl<'r> Executor<'r> {
     /// An executor for the task in `dir`.
     pub fn new(rt: &'r Runtime, dir: TaskDir) -> Executor<'r> {
-        Executor { rt, dir }
+        Executor {
+            rt,
+            dir,
+            loop_memo: Default::default(),
+        }
     }
 
     /// The task folder.
@@ -888,7 +894,10 @@ impl<'r> Executor<'r> {
             .saturating_sub(detector.history_len().max(2) - 1);
         let mut history: Vec<StepView> = log_tail[skip..].iter().map(StepView::from).collect();
         history.push(current);
-        let Some(d) = detector.check(&history).filter(|d| d.step == now) else {
+        let Some(d) = detector
+            .check_with(&history, &self.loop_memo)
+            .filter(|d| d.step == now)
+        else {
             return Ok(None);
         };
         // An ongoing loop is reported again only after two steps without a report, so

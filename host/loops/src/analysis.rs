@@ -8,10 +8,8 @@
 //! stays linear in the history per prefix; everything else is computed over a bounded
 //! context of the most recent steps.
 
-use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::rc::Rc;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use regex::Regex;
 use serde_json::Value;
@@ -33,7 +31,38 @@ use agentforge_core::state::ActionResult;
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
     steps: Vec<ContentFacts>,
-    fixed: Vec<Fixed>,
+    fixed: Vec<Arc<Fixed>>,
+}
+
+/// Steps already analysed by themselves ([`Fixed`]), kept between checks: a run checks
+/// its last few dozen steps at every step, and all but one of them were analysed at the
+/// previous step. Looked up by the whole step (a step recorded again differently, after
+/// a recovery, is analysed again).
+#[derive(Debug, Default)]
+pub struct StepMemo {
+    seen: Mutex<std::collections::VecDeque<(StepView, Arc<Fixed>)>>,
+}
+
+/// Steps a [`StepMemo`] keeps: more than any history a run checks.
+const MEMO_STEPS: usize = 256;
+
+impl StepMemo {
+    fn fixed(&self, view: &StepView) -> Arc<Fixed> {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, f)) = seen
+            .iter()
+            .rev()
+            .find(|(v, _)| v.step == view.step && v == view)
+        {
+            return Arc::clone(f);
+        }
+        let f = Arc::new(Fixed::of(view));
+        if seen.len() >= MEMO_STEPS {
+            seen.pop_front();
+        }
+        seen.push_back((view.clone(), Arc::clone(&f)));
+        f
+    }
 }
 
 /// File-change facts of one step.
@@ -57,6 +86,11 @@ impl Prepared {
     /// step's facts depend only on the steps before it, so the result is valid for every
     /// prefix.
     pub(crate) fn new(history: &[StepView]) -> Prepared {
+        Prepared::with_memo(history, None)
+    }
+
+    /// [`Prepared::new`], taking each step's [`Fixed`] from `memo` when it has it.
+    pub(crate) fn with_memo(history: &[StepView], memo: Option<&StepMemo>) -> Prepared {
         let mut seen: HashMap<String, Vec<String>> = HashMap::new();
         // Successful text edits per file as (removed, added) code lines, to spot an edit
         // undoing another however it is spaced, commented or quoted.
@@ -140,7 +174,13 @@ impl Prepared {
                 facts
             })
             .collect();
-        let fixed = history.iter().map(Fixed::of).collect();
+        let fixed = history
+            .iter()
+            .map(|v| match memo {
+                Some(m) => m.fixed(v),
+                None => Arc::new(Fixed::of(v)),
+            })
+            .collect();
         Prepared { steps, fixed }
     }
 }
@@ -518,13 +558,13 @@ pub(crate) struct Info<'a> {
     /// Fingerprint of its output ([`output_fingerprint`]).
     output: Option<String>,
     /// Of a failed step: its [`failure_headline`] (empty otherwise).
-    pub headline: Rc<str>,
+    pub headline: Arc<str>,
     /// Of a command: what it runs, arguments aside ([`command_head`]).
-    pub head: Option<Rc<str>>,
+    pub head: Option<Arc<str>>,
     /// A successful command that changed files ([`command_changes_files`]).
     pub file_command: bool,
     /// Its output's [`output_wording`], worked out the first time a prefix needs it.
-    wording: Rc<OnceCell<Option<String>>>,
+    wording: Arc<OnceLock<Option<String>>>,
 }
 
 impl Info<'_> {
@@ -599,8 +639,8 @@ impl<'a> Analysis<'a> {
             }
             let facts = prepared.steps.get(i).cloned().unwrap_or_default();
             let fixed = match prepared.fixed.get(i) {
-                Some(f) => std::borrow::Cow::Borrowed(f),
-                None => std::borrow::Cow::Owned(Fixed::of(view)),
+                Some(f) => Arc::clone(f),
+                None => Arc::new(Fixed::of(view)),
             };
             ctx.push(analyse_step(
                 view,
@@ -803,9 +843,9 @@ pub(crate) struct Fixed {
     segs: Vec<Segment>,
     output: Option<String>,
     // Shared, not copied, by every prefix's analysis of the step.
-    wording: Rc<OnceCell<Option<String>>>,
-    headline: Rc<str>,
-    head: Option<Rc<str>>,
+    wording: Arc<OnceLock<Option<String>>>,
+    headline: Arc<str>,
+    head: Option<Arc<str>>,
     file_command: bool,
 }
 
@@ -880,13 +920,13 @@ impl Fixed {
             segs,
             output: output_fingerprint(view),
             headline: if failed {
-                Rc::from(failure_headline(view))
+                Arc::from(failure_headline(view))
             } else {
-                Rc::from("")
+                Arc::from("")
             },
-            head: command_head(view).map(Rc::from),
+            head: command_head(view).map(Arc::from),
             file_command: command_changes_files(view),
-            wording: Rc::default(),
+            wording: Arc::default(),
         }
     }
 }

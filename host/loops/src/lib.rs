@@ -30,6 +30,7 @@
 //! a recorded log offline with the same results.
 
 mod analysis;
+pub use analysis::StepMemo;
 mod detectors;
 pub mod import;
 mod meaning;
@@ -254,6 +255,14 @@ impl LoopDetector {
     /// detection, if any.
     pub fn check(&self, history: &[StepView]) -> Option<Detection> {
         let prepared = analysis::Prepared::new(history);
+        self.check_prepared(history, &prepared)
+    }
+
+    /// [`check`](Self::check), reusing what `memo` kept of the steps an earlier check saw
+    /// (a live run checks at every step a history that moved by one step). The result is
+    /// the same as `check`'s.
+    pub fn check_with(&self, history: &[StepView], memo: &StepMemo) -> Option<Detection> {
+        let prepared = analysis::Prepared::with_memo(history, Some(memo));
         self.check_prepared(history, &prepared)
     }
 
