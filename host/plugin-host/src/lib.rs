@@ -808,10 +808,16 @@ pub fn load_builtin(
         let started = Instant::now();
         let dir = PathBuf::from(format!("builtin:{folder}"));
         Manifest::parse(manifest, &dir.join("plugin.toml")).and_then(|mut m| {
-            // Trusted, so extractors and task types keep their instance (compiled
-            // regexes); gates and guards still get a fresh store per call.
+            // Trusted, so extractors, task types and guards keep their instance (compiled
+            // regexes; a guard is asked about every action, and a fresh instance was
+            // most of its cost). The built-in guards keep nothing between calls: each
+            // decision is a function of its arguments. Gates (a call per check run)
+            // still get a fresh store per call.
             let kind = m.kind()?;
-            m.reuse_instance = matches!(kind, PluginKind::Extractor | PluginKind::ContextSchema);
+            m.reuse_instance = matches!(
+                kind,
+                PluginKind::Extractor | PluginKind::ContextSchema | PluginKind::Guard
+            );
             let path = dir.join(&m.component);
             let digest: [u8; 32] = sha2::Sha256::digest(wasm).into();
             let (component, compiled) =
