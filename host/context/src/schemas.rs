@@ -89,13 +89,23 @@ pub const MAX_SHOWN_FILE_BYTES: u64 = 1 << 20;
 pub fn numbered_file(ws: &Workspace, rel: &str) -> Result<String, ToolError> {
     let read = ws.read_bounded(rel, MAX_SHOWN_FILE_BYTES)?;
     let text = read.text();
-    let width = text.lines().count().max(1).to_string().len();
-    let mut shown = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| format!("{:>width$}| {l}", i + 1))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let count = text.lines().count().max(1);
+    let width = count.to_string().len();
+    // Built in one buffer, numbers right-aligned by hand: this runs on every step for
+    // every file a task type shows.
+    let mut shown = String::with_capacity(text.len() + count * (width + 3));
+    let mut digits = String::with_capacity(width);
+    for (i, l) in text.lines().enumerate() {
+        if i > 0 {
+            shown.push('\n');
+        }
+        digits.clear();
+        let _ = std::fmt::Write::write_fmt(&mut digits, format_args!("{}", i + 1));
+        shown.extend(std::iter::repeat_n(' ', width.saturating_sub(digits.len())));
+        shown.push_str(&digits);
+        shown.push_str("| ");
+        shown.push_str(l);
+    }
     if read.truncated {
         shown.push_str(&format!(
             "\n... (cut: `{rel}` is longer than {} bytes; only that much is shown)",
@@ -181,6 +191,28 @@ impl SchemaRegistry {
 mod tests {
     use super::*;
     use agentforge_core::phases::{PhaseMachineState, Signals, COMPLETE, ESCALATED, FAILED};
+
+    #[test]
+    fn numbered_file_aligns_numbers_to_the_widest() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        for n in [0usize, 1, 9, 10, 99, 100, 1234] {
+            let text: String = (0..n).map(|i| format!("line {i}\r\n")).collect();
+            std::fs::write(dir.path().join("f.txt"), &text).unwrap();
+            let width = text.lines().count().max(1).to_string().len();
+            let want = text
+                .lines()
+                .enumerate()
+                .map(|(i, l)| format!("{:>width$}| {l}", i + 1))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert_eq!(numbered_file(&ws, "f.txt").unwrap(), want, "{n} lines");
+        }
+        assert_eq!(
+            numbered_file(&ws, "f.txt").unwrap().lines().nth(9),
+            Some("  10| line 9")
+        );
+    }
 
     /// The actions each phase offers, in order of priority (the seed's per-phase lists).
     const ANALYZE_ACTIONS: &[&str] = &[
