@@ -1158,27 +1158,39 @@ pub fn build_for_step(
     build_counted(input, budgets)
 }
 
+/// The tool definitions as the JSON the budget counts. The same tools are offered step
+/// after step (a phase's list), so the last list and its JSON are kept: comparing the
+/// list is cheaper than building and serializing its schemas again.
+fn tool_definitions_json(tools: &[ToolSpec]) -> String {
+    static LAST: std::sync::Mutex<Option<(Vec<ToolSpec>, String)>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((kept, json)) = &*last {
+        if kept.as_slice() == tools {
+            return json.clone();
+        }
+    }
+    let defs: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": t.name,
+                "description": t.description,
+                "input_schema": t.input_schema,
+            })
+        })
+        .collect();
+    let json = serde_json::to_string(&defs).expect("tool definitions serialize");
+    *last = Some((tools.to_vec(), json.clone()));
+    json
+}
+
 fn build_counted(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt, ContextError> {
     let native = matches!(input.tool_mode, ToolMode::Native);
     let system_tokens = count_cached(input.system_prompt);
     let (tools_json, tail) = if native && input.tools.is_empty() {
         (String::new(), SUFFIX.to_string())
     } else if native {
-        let defs: Vec<Value> = input
-            .tools
-            .iter()
-            .map(|t| {
-                serde_json::json!({
-                    "name": t.name,
-                    "description": t.description,
-                    "input_schema": t.input_schema,
-                })
-            })
-            .collect();
-        (
-            serde_json::to_string(&defs).expect("tool definitions serialize"),
-            SUFFIX.to_string(),
-        )
+        (tool_definitions_json(&input.tools), SUFFIX.to_string())
     } else {
         (
             String::new(),
