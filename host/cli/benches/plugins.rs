@@ -34,6 +34,7 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let want = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    stats::print_load("at the start");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
@@ -65,6 +66,7 @@ fn main() {
     if want("gate") {
         gate_calls(&root.join("plugins/gate-command"), tmp.path());
     }
+    stats::print_load("at the end");
 }
 
 /// `agentforge plugins list` as the first command after install: a new process, an empty

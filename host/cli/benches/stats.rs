@@ -103,3 +103,17 @@ pub fn median(samples: &mut [Duration]) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
+
+/// The machine's load, printed before and after a bench: on a shared 2-core machine a
+/// figure taken while something else ran is slower, and the reader should see that.
+pub fn print_load(when: &str) {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| {
+            let f: Vec<&str> = l.split_whitespace().take(3).collect();
+            (f.len() == 3).then(|| f.join(" "))
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!("machine {when}: load average (1, 5, 15 min) {load} on {cpus} CPUs");
+}

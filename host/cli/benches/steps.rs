@@ -303,6 +303,7 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let want = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    stats::print_load("at the start");
     if want("tokens") {
         flat_tokens(&tokio);
     }
@@ -312,4 +313,5 @@ fn main() {
     if want("resume") {
         resume_time();
     }
+    stats::print_load("at the end");
 }
