@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::analysis::{Analysis, Info};
 use super::meaning::{code_diff, failure_headline, meaning_is_precise};
-use super::signature::{param_str, ActionCategory, ErrorCategory};
+use super::signature::{failure_text, param_str, ActionCategory, ErrorCategory};
 use super::suggest;
 use super::{Detection, LoopThresholds, LoopType};
 use agentforge_core::state::ActionResult;
@@ -293,7 +293,7 @@ fn verification_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Dete
                 Some(_) => format!(
                     "failure {} ({})",
                     (b'A' + (label % 26) as u8) as char,
-                    first_line(s.view.error.as_deref().unwrap_or(&s.view.summary))
+                    first_line(failure_text(s.view))
                 ),
             };
             format!("step {}: {} -> {what}", s.view.step, s.view.action)
@@ -406,7 +406,7 @@ fn failure_returns(a: &Analysis<'_>) -> Option<Detection> {
                 returns.len(),
                 distinct.len(),
                 ctx[then].view.step,
-                first_line(last.view.error.as_deref().unwrap_or(&last.view.summary)),
+                first_line(failure_text(last.view)),
             ),
             // Only the lines kept (describing a step is the costly part).
             evidence: describe_all(
@@ -571,9 +571,9 @@ fn attempts_cycle(a: &Analysis<'_>) -> Option<Detection> {
             confidence: 0.8,
             description: format!(
                 "error cycling: reworking the same code went back to {what} ({} -> {} -> {} again)",
-                first_line(first.view.error.as_deref().unwrap_or(&first.view.summary)),
-                first_line(other.view.error.as_deref().unwrap_or(&other.view.summary)),
-                first_line(first.view.error.as_deref().unwrap_or(&first.view.summary)),
+                first_line(failure_text(first.view)),
+                first_line(failure_text(other.view)),
+                first_line(failure_text(first.view)),
             ),
             evidence: describe_all(ctx[x..].iter().filter(|s| s.mutated() || s.failed)),
             suggestions: suggest::attempts_cycle(first, other),
@@ -866,7 +866,7 @@ fn same_failure_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detecti
             confidence: 0.8,
             description: format!(
                 "{n} different attempts in a row all failed with the same error: {}",
-                first_line(last.view.error.as_deref().unwrap_or(&last.view.summary))
+                first_line(failure_text(last.view))
             ),
             evidence: describe_all(tail),
             suggestions: suggest::semantic(category),
@@ -1215,7 +1215,7 @@ fn unchanged_verification(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detect
         .iter()
         .rev()
         .find(|s| s.category == ActionCategory::Check && s.verif.is_some())
-        .map(|s| first_line(s.view.error.as_deref().unwrap_or(&s.view.summary)));
+        .map(|s| first_line(failure_text(s.view)));
     let files: Vec<&str> = files.into_iter().collect();
     Some(
         Found {

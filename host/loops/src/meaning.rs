@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use sha2::{Digest, Sha256};
 
-use super::signature::{normalize_error, strip_volatile, ErrorCategory};
+use super::signature::{failure_text, normalize_error, output_has, strip_volatile, ErrorCategory};
 use super::StepView;
 
 static ERROR_CODE: LazyLock<Regex> = LazyLock::new(|| {
@@ -101,13 +101,20 @@ static LOCATION: LazyLock<Regex> =
 /// two failures with this equal are the very same failure, not just one of a kind.
 pub(crate) fn failure_headline(s: &StepView) -> String {
     // Not the output's last line: that is often a runner's generic trailer (`FAIL pkg`).
-    let text = s.error.as_deref().unwrap_or(&s.summary);
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    strip_volatile(&LOCATION.replace_all(line, "L"))
+    let text = failure_text(s);
+    // Taken from the output, the error line comes with the detail indented under it (a
+    // failed test's header says which test, the detail what failed).
+    let from_output = s.output.as_deref().is_some_and(|o| output_has(o, text));
+    let line = if from_output {
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    } else {
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
+            .to_string()
+    };
+    strip_volatile(&LOCATION.replace_all(&line, "L"))
 }
 
 static LINE_COMMENT: LazyLock<Regex> = LazyLock::new(|| {

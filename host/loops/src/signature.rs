@@ -319,7 +319,7 @@ impl ActionSignature {
             _ => None,
         };
         let error = matches!(s.result, ActionResult::Failure | ActionResult::Skipped)
-            .then(|| ErrorCategory::of(&s.action, s.result, Some(failure_text(s)), &s.summary));
+            .then(|| failure_category(s));
         ActionSignature {
             category,
             target,
@@ -380,21 +380,114 @@ pub(crate) fn search_pattern(s: &StepView) -> Option<&str> {
         .or_else(|| target_of(s))
 }
 
-/// What a failed step says went wrong: its error text, else its summary, else the last
-/// line of its output (logs from other agents often keep a failing command's error only
-/// in its output, where the error comes last).
+/// What a failed step says went wrong: its error text, else its summary, else the line
+/// of its output that reports the error (logs from other agents often keep a failing
+/// command's error only in its output). An error or summary that only gives the exit
+/// status (`command exited with status 1`) says nothing of the failure: the output's
+/// error line does, when there is one.
 pub(crate) fn failure_text(s: &StepView) -> &str {
-    if let Some(e) = s.error.as_deref().filter(|e| !e.trim().is_empty()) {
-        return e;
+    let said = [s.error.as_deref(), Some(s.summary.as_str())]
+        .into_iter()
+        .flatten()
+        .find(|t| !t.trim().is_empty());
+    match said {
+        Some(t) if !only_exit_status(t) => t,
+        _ => s
+            .output
+            .as_deref()
+            .and_then(error_line)
+            .or(said)
+            .unwrap_or(""),
     }
-    if !s.summary.trim().is_empty() {
-        return &s.summary;
-    }
-    s.output
-        .as_deref()
-        .and_then(|o| o.lines().rev().map(str::trim).find(|l| !l.is_empty()))
-        .unwrap_or("")
 }
+
+/// The kind of error of a failed step, from its [`failure_text`]; when that is an error
+/// line of its output that says nothing of the kind (`ImportError while importing test
+/// module`), from all the error lines of the output (the cause is reported below it).
+fn failure_category(s: &StepView) -> ErrorCategory {
+    let text = failure_text(s);
+    let category = ErrorCategory::of(&s.action, s.result, Some(text), &s.summary);
+    let Some(output) = s.output.as_deref() else {
+        return category;
+    };
+    if category != ErrorCategory::Other || !output_has(output, text) {
+        return category;
+    }
+    let lines: Vec<&str> = output
+        .lines()
+        .take(ERROR_LINES)
+        .filter(|l| ERROR_LINE.is_match(l))
+        .collect();
+    ErrorCategory::of(&s.action, s.result, Some(&lines.join("\n")), &s.summary)
+}
+
+/// Whether `part` is a slice of `text`.
+pub(crate) fn output_has(text: &str, part: &str) -> bool {
+    let (t, p) = (text.as_ptr() as usize, part.as_ptr() as usize);
+    t <= p && p + part.len() <= t + text.len()
+}
+
+/// Lines of an output looked at for its error lines: an error is reported near the top
+/// (or, after a traceback, at the very end, which [`error_line`] falls back to).
+const ERROR_LINES: usize = 200;
+
+static EXIT_WORDS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(?:the|a|command|process|program|script|exited|exit|exits|with|status|code|returned|return|non-?zero|failed|failure|error|errors|abnormally|\d+)\b|[():;,.=-]",
+    )
+    .expect("valid regex")
+});
+
+/// Whether a failure text says no more than that a command ended with a non-zero exit
+/// status (`command exited with status 1`, `exit 1`, `Process exited with code 2`).
+pub(crate) fn only_exit_status(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    (lower.contains("exit") || lower.contains("status"))
+        && text.len() < 120
+        && EXIT_WORDS.replace_all(text, " ").trim().is_empty()
+}
+
+static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?x)\b[A-Z]\w*(?:Error|Exception)\b
+        |(?i:\berror)(?:\[\w+\]|\s+TS\d+)?:
+        |\bpanicked\b|^\s*FAILED\b|---\s+FAIL\b|(?i:\bfatal):|^\s*[A-Z]{1,3}\d{3,4}\b|\bERR!",
+    )
+    .expect("valid regex")
+});
+
+/// The lines of a command's output that report its error: the first line that names an
+/// exception, an `error:` or an error code, a panic or a failed test, with the line after
+/// it when that is indented under it (a failed test's header, then what failed); else its last non-empty line
+/// (where a crash's message comes). A test runner's marker at the start of the line
+/// (pytest's `E`) is left out.
+pub(crate) fn error_line(output: &str) -> Option<&str> {
+    let mut lines = output.lines().filter(|l| !l.trim().is_empty());
+    let Some(first) = lines
+        .clone()
+        .take(ERROR_LINES)
+        .position(|l| ERROR_LINE.is_match(l))
+    else {
+        return lines.next_back().map(str::trim);
+    };
+    let mut found = lines.skip(first);
+    let line = found.next()?;
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let end = found
+        .next()
+        .filter(|next| indent(next) > indent(line))
+        .unwrap_or(line);
+    let offset = |l: &str| l.as_ptr() as usize - output.as_ptr() as usize;
+    let text = output[offset(line)..offset(end) + end.len()].trim();
+    Some(
+        RUNNER_MARK
+            .find(text)
+            .map_or(text, |m| text[m.end()..].trim_start()),
+    )
+}
+
+static RUNNER_MARK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:E|>)\s+").expect("valid regex"));
 
 /// The command line a shell-like step runs.
 pub(crate) fn command_of(s: &StepView) -> Option<&str> {

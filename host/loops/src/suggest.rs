@@ -2,7 +2,7 @@
 //! (seed 000 `_suggest_for_identical`, extended to the other loop types).
 
 use super::analysis::Info;
-use super::signature::{ActionCategory, ErrorCategory};
+use super::signature::{failure_text, ActionCategory, ErrorCategory};
 
 fn s(text: impl Into<String>) -> String {
     text.into()
@@ -37,7 +37,7 @@ fn excerpt(text: &str) -> String {
 
 /// For the same action failing again and again (ported from `_suggest_for_identical`).
 pub(crate) fn identical(last: &Info<'_>) -> Vec<String> {
-    let error = last.view.error.as_deref().unwrap_or(&last.view.summary);
+    let error = failure_text(last.view);
     let lower = error.to_lowercase();
     let target = target_of(last);
     let category = last.sig.error;
@@ -161,7 +161,7 @@ fn stale_note(i: &Info<'_>) -> Option<String> {
         ActionCategory::Edit => Some(format!(
             "`{}` on {target} keeps failing: {}",
             i.view.action,
-            excerpt(i.view.error.as_deref().unwrap_or(&i.view.summary))
+            excerpt(failure_text(i.view))
         )),
         ActionCategory::Check => Some(s(
             "Re-running checks between identical steps won't change the result",
@@ -215,7 +215,7 @@ pub(crate) fn error_cycle(a: &Info<'_>, b: &Info<'_>) -> Vec<String> {
 
 /// For reworks of the same code that go back to a failure already had.
 pub(crate) fn attempts_cycle(first: &Info<'_>, other: &Info<'_>) -> Vec<String> {
-    let error = |i: &Info<'_>| excerpt(i.view.error.as_deref().unwrap_or(&i.view.summary));
+    let error = |i: &Info<'_>| excerpt(failure_text(i.view));
     vec![
         format!(
             "Your changes take turns between two failures: `{}` and `{}`; each fix of one brings the other back",

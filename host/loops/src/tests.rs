@@ -2600,3 +2600,48 @@ fn rereading_a_place_with_shifted_ranges_is_no_progress_but_paging_on_is_not() {
     paging.extend((0..6).map(|k| read(k + 2, 1 + 40 * k, 42 + 40 * k)));
     assert!(LoopDetector::default().replay(&paging).is_empty());
 }
+
+#[test]
+fn an_error_that_only_gives_the_exit_status_is_read_from_the_output() {
+    use signature::{failure_text, only_exit_status};
+    for generic in [
+        "command exited with status 1",
+        "exit 1",
+        "Process exited with code 2",
+        "returned non-zero exit status 101",
+    ] {
+        assert!(only_exit_status(generic), "{generic}");
+    }
+    assert!(!only_exit_status("error: could not find `Cargo.toml`"));
+    assert!(!only_exit_status("exit 1: KeyError: 'DATABASE_URL'"));
+
+    let run = |output: &str| {
+        step(json!({
+            "step": 1, "action": "run_command", "result": "failure",
+            "parameters": { "command": "python -m app" },
+            "error": "command exited with status 1", "summary": "exit 1", "output": output,
+        }))
+    };
+    // A traceback: the exception line, not the frames.
+    let s = run("Traceback (most recent call last):\n  File \"app/settings.py\", line 3\n    X = os.environ[\"DATABASE_URL\"]\nKeyError: 'DATABASE_URL'\n");
+    assert_eq!(failure_text(&s), "KeyError: 'DATABASE_URL'");
+    // pytest: its `E` marker left out, so the same error reads the same from either.
+    let s = run("___ test_x ___\n>   assert f()\nE   KeyError: 'DATABASE_URL'\n=== 1 failed ===\n");
+    assert_eq!(failure_text(&s), "KeyError: 'DATABASE_URL'");
+    // A failed test's header with what failed indented under it: both.
+    let s = run("--- FAIL: TestList (0.41s)\n    list_test.go:23: got 25 items, want 10\nFAIL\n");
+    assert_eq!(
+        failure_text(&s),
+        "--- FAIL: TestList (0.41s)\n    list_test.go:23: got 25 items, want 10"
+    );
+    assert_eq!(
+        meaning::failure_headline(&s),
+        "--- FAIL: TestList (D) L: got 25 items, want 10"
+    );
+    // The cause below a generic error line gives the kind.
+    let s = run("ImportError while importing test module 'tests/test_core.py'.\nE   ModuleNotFoundError: No module named 'rapidfuzz'\n");
+    assert_eq!(
+        ActionSignature::of(&s).error,
+        Some(ErrorCategory::Dependency)
+    );
+}
