@@ -1190,9 +1190,21 @@ fn unchanged_verification(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detect
         })
         .collect();
     let first = *muts.first()?;
+    // With fewer reworks, the very same failure after every attempt is the evidence: the
+    // stretch then counts as long as verification has been seen (a change made since the
+    // last check may yet change it; one that changed only whitespace or comments cannot).
+    let seen_until = (first..ctx.len())
+        .rev()
+        .find(|&i| {
+            let s = &ctx[i];
+            s.category == ActionCategory::Check || !s.segs.is_empty() || s.noop
+        })
+        .map_or(first, |i| i + 1);
+    let min_len = t.no_progress_unchanged.max(2);
     if reworks.is_empty()
-        || (reworks.len() < MIN_REWORKS && !same_failure_throughout(ctx, span_start, first))
-        || ctx.len() - first < t.no_progress_unchanged.max(2)
+        || (reworks.len() < MIN_REWORKS
+            && (!same_failure_throughout(ctx, span_start, first) || seen_until - first < min_len))
+        || ctx.len() - first < min_len
     {
         return None;
     }
