@@ -79,6 +79,45 @@ struct ContentFacts {
     changed_so_far: bool,
     /// A successful edit that changes only whitespace or comments: no change to the code.
     noop: bool,
+    /// For each file put back into a version it had before: the steps during which it had
+    /// that version (from the step that made it, or 0 for the file as the task found it,
+    /// to the step that changed it next).
+    back_to: Vec<(String, u64, u64)>,
+}
+
+/// Versions of one file in order, each with the step that made it (0: as the task found
+/// it); a version is a content id.
+#[derive(Debug, Default)]
+struct Versions(Vec<(String, u64)>, bool);
+
+impl Versions {
+    /// Records the file as the task found it, before its first change.
+    fn found(&mut self, id: String) {
+        self.0.push((id, 0));
+        self.1 = true;
+    }
+
+    /// Changes made to the file so far.
+    fn changes(&self) -> usize {
+        self.0.len() - usize::from(self.1)
+    }
+
+    /// Records `id` made at `step`; returns the stretches of steps during which the file
+    /// had it before, if it is a return to an earlier version (not the latest one).
+    fn record(&mut self, id: String, step: u64) -> Vec<(u64, u64)> {
+        let entries = &self.0;
+        if entries.last().is_some_and(|(last, _)| *last == id) {
+            return Vec::new();
+        }
+        let back: Vec<(u64, u64)> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, (v, _))| *v == id)
+            .map(|(k, (_, since))| (*since, entries.get(k + 1).map_or(step, |e| e.1)))
+            .collect();
+        self.0.push((id, step));
+        back
+    }
 }
 
 impl Prepared {
@@ -100,6 +139,13 @@ impl Prepared {
         // Per file, without recorded hashes: the code its text edits added and removed
         // so far, so that a file put back by other edits than the exact undo shows as back.
         let mut net: HashMap<String, NetChange> = HashMap::new();
+        // Per file, the code it holds as its edits tell it (comments and whitespace aside),
+        // whether or not the log records hashes, and the versions it had by that code and
+        // by recorded content: a file rewritten back to code it held before is back, however
+        // the rewrite is commented or spaced (its hash differs).
+        let mut code: HashMap<String, NetChange> = HashMap::new();
+        let mut code_versions: HashMap<String, Versions> = HashMap::new();
+        let mut versions: HashMap<String, Versions> = HashMap::new();
         let mut changed_so_far = false;
         let steps = history
             .iter()
@@ -153,11 +199,42 @@ impl Prepared {
                     ..ContentFacts::default()
                 };
                 for (file, id) in &content {
+                    let by_content = versions.entry(file.clone()).or_default();
+                    let before = by_content.changes();
+                    let mut back = by_content.record(id.clone(), s.step);
+                    let state = code.entry(file.clone()).or_default();
+                    let known = code_versions.entry(file.clone()).or_default();
+                    match edit.as_ref().filter(|(f, _)| f == file) {
+                        Some((_, (removed, added))) => {
+                            // The first text edit of a file starts from the code it had.
+                            if known.0.is_empty() {
+                                known.found(state.id());
+                            }
+                            state.apply(removed, added);
+                        }
+                        None => *state = NetChange::from_base(id),
+                    }
+                    let before = before.max(known.changes());
+                    back.extend(known.record(state.id(), s.step));
+                    if !back.is_empty() && !facts.returns.contains(file) {
+                        facts.returns.push(file.clone());
+                    }
+                    // Taking back the only change made so far is trying one thing and
+                    // taking it back, not going back to a version among several tried.
+                    if before >= 2 {
+                        facts
+                            .back_to
+                            .extend(back.into_iter().map(|(a, b)| (file.clone(), a, b)));
+                    }
+                }
+                for (file, id) in &content {
                     let ids = seen.entry(file.clone()).or_default();
                     let returned = ids.last() != Some(id) && ids.contains(id);
                     if returned || undo.as_deref() == Some(file.as_str()) {
-                        facts.returns.push(file.clone());
-                    } else if !ids.contains(id) {
+                        if !facts.returns.contains(file) {
+                            facts.returns.push(file.clone());
+                        }
+                    } else if !ids.contains(id) && !facts.returns.contains(file) {
                         facts.new_content = true;
                     }
                     ids.push(id.clone());
@@ -543,6 +620,9 @@ pub(crate) struct Info<'a> {
     pub content: Vec<(String, String)>,
     /// Files it put back into an earlier state.
     pub returns: Vec<String>,
+    /// For each file it put back into an earlier version: the steps during which the
+    /// file had that version before (`since..until`; `since` 0: as the task found it).
+    pub back_to: Vec<(String, u64, u64)>,
     /// Context indices of earlier successful mutations whose text this one rewrites.
     pub rewrites: Vec<usize>,
     /// Verification results its summary reports.
@@ -1182,6 +1262,7 @@ fn analyse_step<'a>(
         verification_changed,
         content: facts.content,
         returns: facts.returns,
+        back_to: facts.back_to,
         rewrites,
         segs,
         check_obs,

@@ -134,9 +134,79 @@ fn identical(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
 }
 
 /// A file returning to content it already had (flip-flopping between versions), or a
-/// check's failure returning to one it already had (fixing A breaks B, fixing B breaks A).
+/// check's failure returning to one it already had (fixing A breaks B, fixing B breaks A),
+/// or a file edited back to a version already run, failing again as it failed then.
 fn oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
-    file_oscillation(a, t).or_else(|| verification_oscillation(a, t))
+    file_oscillation(a, t)
+        .or_else(|| verification_oscillation(a, t))
+        .or_else(|| known_failure_again(a))
+}
+
+/// The last change edited a file back to a version it had before (the code as it was,
+/// however commented or spaced), and the first run since of a command or check that ran
+/// on that version then fails exactly as it failed then (its kind, its first line, values
+/// included), with another failure had in between: the attempt went back to where it
+/// already was and learned what it knew. A deliberate revert is followed by the next
+/// approach, not by running the version already known to fail. A warning, never a block.
+fn known_failure_again(a: &Analysis<'_>) -> Option<Detection> {
+    let ctx = &a.ctx;
+    let last = a.last().filter(|l| l.failed && l.failure.is_some())?;
+    if last.headline.split_whitespace().count() < MIN_HEADLINE_WORDS {
+        return None;
+    }
+    let m = ctx.iter().rposition(|s| s.mutated() || s.file_command)?;
+    let change = &ctx[m];
+    // An edit the agent wrote (a `git checkout` or `stash` back is a deliberate revert).
+    if change.category != ActionCategory::Edit || change.back_to.is_empty() {
+        return None;
+    }
+    if ctx[m + 1..ctx.len() - 1]
+        .iter()
+        .any(|s| s.approach == last.approach)
+    {
+        return None;
+    }
+    let same = |s: &Info<'_>| {
+        s.failed
+            && s.approach == last.approach
+            && s.failure == last.failure
+            && s.headline == last.headline
+    };
+    let (then, file) = change.back_to.iter().find_map(|(file, since, until)| {
+        let j = ctx[..m]
+            .iter()
+            .rposition(|s| *since <= s.view.step && s.view.step < *until && same(s))?;
+        // Another failure between that run and the change back.
+        ctx[j + 1..m]
+            .iter()
+            .any(|s| s.failed && s.failure.is_some() && s.failure != last.failure)
+            .then_some((j, file))
+    })?;
+    Some(
+        Found {
+            loop_type: LoopType::Oscillation,
+            confidence: 0.8,
+            description: format!(
+                "step {} put `{file}` back to a version already run at step {}, and it fails the same way again: {}",
+                change.view.step,
+                ctx[then].view.step,
+                first_line(failure_text(last.view)),
+            ),
+            evidence: describe_all(
+                ctx[then..]
+                    .iter()
+                    .filter(|s| s.mutated() || s.failed)
+                    .rev()
+                    .take(MAX_EVIDENCE)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev(),
+            ),
+            suggestions: suggest::file_oscillation(file),
+            block: None,
+        }
+        .at(a),
+    )
 }
 
 fn file_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {

@@ -2645,3 +2645,46 @@ fn an_error_that_only_gives_the_exit_status_is_read_from_the_output() {
         Some(ErrorCategory::Dependency)
     );
 }
+
+#[test]
+fn editing_back_to_a_version_already_run_and_failing_as_then_is_oscillation() {
+    // v1 fails one way, v2 another, and an edit puts v1's code back (with a comment, so
+    // another hash): running it fails exactly as v1 did.
+    let mut back = edit_step(
+        "app/__init__.py",
+        "from app import client",
+        "from .client import Client  # re-export",
+    );
+    back.file_hashes
+        .insert("app/__init__.py".into(), "sha256:c3".into());
+    let mut v1 = edit_step(
+        "app/__init__.py",
+        "import app.client",
+        "from .client import Client",
+    );
+    v1.file_hashes
+        .insert("app/__init__.py".into(), "sha256:a1".into());
+    let mut v2 = edit_step(
+        "app/__init__.py",
+        "from .client import Client",
+        "from app import client",
+    );
+    v2.file_hashes
+        .insert("app/__init__.py".into(), "sha256:b2".into());
+    let steps = renumber(vec![
+        v1,
+        repro("ImportError: cannot import name 'Client' from 'app' (app/__init__.py)"),
+        v2,
+        repro("AttributeError: module 'app' has no attribute 'Client'"),
+        back,
+        repro("ImportError: cannot import name 'Client' from 'app' (app/__init__.py)"),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert_eq!(types(&found), vec![(LoopType::Oscillation, 6)], "{found:?}");
+    assert_eq!(found[0].block, None);
+    // The same code back but a new failure: the version runs differently now, no loop.
+    let mut other = steps.clone();
+    other[5] = repro("ValueError: Client needs a base URL");
+    other[5].step = 6;
+    assert!(LoopDetector::default().replay(&other).is_empty());
+}
