@@ -320,11 +320,18 @@ fn verification_oscillation(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Dete
             .enumerate()
             // A failure seen before, with verification no better in between: a red test
             // after a green one that added passing tests (test-first work) is no return.
+            // And changed back by the agent: a result that flips with nothing changed in
+            // between (a flaky test, a bisection checking out commits) is not its doing.
             .filter(|(k, (i, st))| {
                 st.is_some()
-                    && states[..*k]
-                        .iter()
-                        .any(|(j, p)| p == st && !ctx[*j + 1..*i].iter().any(|b| b.improved))
+                    && states[..*k].iter().any(|(j, p)| {
+                        let between = &ctx[*j + 1..*i];
+                        p == st
+                            && !between.iter().any(|b| b.improved)
+                            && between
+                                .iter()
+                                .any(|b| b.mutated() || b.file_command || b.noop)
+                    })
             })
             .map(|(_, (i, _))| *i)
             .collect();

@@ -2688,3 +2688,42 @@ fn editing_back_to_a_version_already_run_and_failing_as_then_is_oscillation() {
     other[5].step = 6;
     assert!(LoopDetector::default().replay(&other).is_empty());
 }
+
+#[test]
+fn a_check_flipping_with_nothing_changed_by_the_agent_is_not_oscillation() {
+    // A bisection: the check's result flips as git checks out other commits; the agent
+    // edits nothing.
+    let check = |ok: bool| {
+        step(json!({
+            "step": 0, "action": "run_command", "result": if ok { "success" } else { "failure" },
+            "parameters": { "command": "./check.sh" },
+            "error": if ok { Value::Null } else { json!("command exited with status 1") },
+            "summary": if ok { "exit 0" } else { "exit 1" },
+            "output": if ok { "median=2.5" } else { "median=3.5" },
+        }))
+    };
+    let mark = |ok: bool, left: usize| {
+        step(json!({
+            "step": 0, "action": "run_command", "result": "success",
+            "parameters": { "command": if ok { "git bisect good" } else { "git bisect bad" } },
+            "summary": "exit 0",
+            "output": format!("Bisecting: {left} revisions left to test after this\n[{left:040}] commit {left}"),
+        }))
+    };
+    let steps = renumber(vec![
+        check(false),
+        mark(false, 19),
+        check(true),
+        mark(true, 9),
+        check(false),
+        mark(false, 4),
+        check(false),
+        mark(false, 2),
+        check(true),
+        mark(true, 1),
+        check(false),
+        mark(false, 0),
+    ]);
+    let found = LoopDetector::default().replay(&steps);
+    assert!(found.is_empty(), "{found:?}");
+}
