@@ -347,46 +347,40 @@ fn score_blind_set(folder: &str, title: &str) -> Rates {
     }
 }
 
-/// The held-out set since 2026-11-25 late evening (`tests/data/loops/blind5/`, 44
-/// sequences), written by a helper that saw only the step format and the loop
-/// definitions (not the detector's code, its tests or the other labelled sets), with
-/// outputs from real tool runs where the tools exist here (see its README), while the
-/// detector was improved on blind4 by someone who never opened this folder. Scored on
-/// its own. Issue 11's targets: recall >= 90% (a detection no later than 2 steps after
-/// the labelled step) and false flags <= 5%.
+/// The fifth blind set (`tests/data/loops/blind5/`, 44 sequences), written by a helper
+/// that saw only the step format and the loop definitions (not the detector's code, its
+/// tests or the other labelled sets), with outputs from real tool runs where the tools
+/// exist here (see its README). Held out first: 16 of 22 loops (72.7%) and 1 of 22
+/// legitimate sequences flagged (4.5%), against issue 11's targets of recall >= 90% (a
+/// detection no later than 2 steps after the labelled step) and false flags <= 5%.
 ///
-/// Do not tune the detector on these files: this test prints rates and misses per loop
-/// type only. Once someone improves the detector looking at this set, it becomes a
-/// development set and a new held-out set has to be written.
+/// A development set since 2026-11-25 night: the detector was improved looking at its
+/// misses and its false flag (general rules: an error that only gives the exit status is
+/// read from the output; an edit back to a version already run that fails as it did then;
+/// code versions tracked through comments and hashes; a check flipping with nothing
+/// edited is no oscillation), so its score no longer says how the detector does on unseen
+/// work; `tests/data/loops/blind6/` is the held-out set now. Asserted here: the level
+/// reached (20 of 22, 90.9%; none of 22 flagged), so a regression fails.
 #[test]
-fn blind5_heldout_set_scores() {
+fn blind5_dev_set_scores() {
     let Rates {
         recall,
         false_flags,
-    } = score_blind_set("blind5", "held-out set (blind5)");
+    } = score_blind_set("blind5", "blind5 dev set");
+    assert!(recall >= 0.90, "blind5 dev set recall {recall:.3} < 0.90");
     assert!(
-        recall >= BLIND5_RECALL,
-        "held-out recall {recall:.3} < {BLIND5_RECALL} (the level first scored; the target is 0.90)"
-    );
-    assert!(
-        false_flags <= BLIND5_FALSE_FLAGS,
-        "held-out false-flag rate {false_flags:.3} > {BLIND5_FALSE_FLAGS}"
+        false_flags <= 0.0,
+        "blind5 dev set false-flag rate {false_flags:.3} > 0 (none flagged since 2026-11-25 night)"
     );
 }
-
-/// blind5's first score, 2026-11-25 (see [`blind5_heldout_set_scores`]): 16 of 22 loops
-/// (72.7%), asserted so a regression fails. The detector as it was before that evening's
-/// tuning on blind3 and blind4 scores the same 16 of 22 (other misses).
-const BLIND5_RECALL: f64 = 0.727;
-/// blind5's first false-flag rate was 1 of 22 (4.5%); the target (5%) is what is asserted.
-const BLIND5_FALSE_FLAGS: f64 = 0.05;
 
 /// The fourth blind set (`tests/data/loops/blind4/`, 44 sequences), written by a helper
 /// that saw only the step format and the loop definitions (not the detector's code, its
 /// tests or the other labelled sets), with outputs from real tool runs where the tools
 /// exist here (see its README). Held out first: 14 of 22 loops (63.6%), none of 22
 /// legitimate sequences flagged, before and after the detector was improved on blind3.
-/// A development set since (improved on it the same evening: 20 of 22, none flagged).
+/// A development set since (improved on it the same evening: 20 of 22, none flagged;
+/// 21 of 22 after the work on blind5 that night).
 #[test]
 fn blind4_dev_set_scores() {
     let Rates {
