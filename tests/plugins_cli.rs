@@ -353,6 +353,8 @@ fn built_in_plugins_load_precompiled_on_first_use() {
     ]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
+    // The token counts runs keep in the same folder are a cache too: cleaned with it.
+    std::fs::write(cache.join("token-counts-o200k.bin"), b"af-o200k-xxh3-v2").unwrap();
     let out = with_cache(&["--json", "plugins", "cache", "clean"]);
     assert_eq!(
         out.status.code(),

@@ -143,7 +143,8 @@ enum PluginsCommand {
 
 #[derive(Subcommand, Debug)]
 enum CacheCommand {
-    /// Remove every compiled component from the cache (they are recompiled on next use).
+    /// Remove every compiled component from the cache (they are recompiled on next use),
+    /// and the token counts kept beside them.
     Clean,
 }
 
@@ -1248,7 +1249,7 @@ fn plugins_cache_clean(g: &Global) -> Result<u8, Failure> {
         println!("{v}");
     } else {
         println!(
-            "removed {entries} compiled component(s), {:.1} MiB, from {}",
+            "removed {entries} compiled component(s) and any kept token counts, {:.1} MiB, from {}",
             bytes as f64 / (1024.0 * 1024.0),
             dir.display()
         );

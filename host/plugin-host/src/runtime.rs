@@ -726,7 +726,9 @@ pub(crate) fn trim_cache(dir: &Path, cap: u64, keep: &Path) {
 }
 
 /// Empties the compiled-component cache `dir` (`agentforge plugins cache clean`): every
-/// entry, remembered digest (`.stamp`) and leftover temporary file. Returns how many entries and bytes were removed.
+/// entry, remembered digest (`.stamp`), leftover temporary file and the token counts kept
+/// beside them (`token-counts-*.bin`, also a cache). Returns how many entries and bytes
+/// were removed.
 pub fn clean_cache(dir: &Path) -> std::io::Result<(usize, u64)> {
     let mut removed = (0, 0);
     let rd = match std::fs::read_dir(dir) {
@@ -739,7 +741,11 @@ pub fn clean_cache(dir: &Path) -> std::io::Result<(usize, u64)> {
         let ours = path
             .extension()
             .and_then(|x| x.to_str())
-            .is_some_and(|x| x == "cwasm" || x == "stamp" || x.starts_with("tmp"));
+            .is_some_and(|x| x == "cwasm" || x == "stamp" || x.starts_with("tmp"))
+            || path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("token-counts-") && n.ends_with(".bin"));
         let Ok(m) = e.metadata() else { continue };
         if ours && m.is_file() {
             std::fs::remove_file(&path)?;
