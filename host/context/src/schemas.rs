@@ -5,7 +5,7 @@
 //! section from the spec and the files on disk. Task types are plugins: the built-in
 //! ones (`fix_violation`, `implement_feature`, `write_tests`) are the components in
 //! `plugins/schema-*`, embedded in the host and loaded by
-//! [`agentforge_engine::executor::Runtime::load_plugins`] behind [`ContextSchema`]. This module is the
+//! `agentforge_engine::executor::Runtime::load_plugins` behind [`ContextSchema`]. This module is the
 //! seam and the [`SchemaRegistry`], which validates every graph it is given.
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The built-in actions: their tool definitions for the model and the parsing of the
 //! model's tool calls into typed [`Action`]s.
 //!
-//! One table ([`TOOLS`]) is the single source of truth: the JSON Schemas offered to
+//! One table (`TOOLS`) is the single source of truth: the JSON Schemas offered to
 //! the model, the field checks of [`parse_action`] and the "expected arguments" line
 //! of its errors are all derived from it, so they cannot drift apart.
 
@@ -363,7 +363,7 @@ const TOOLS: &[Tool] = &[
     },
 ];
 
-/// The names of the built-in actions (the names phase graphs may use), in [`TOOLS`]
+/// The names of the built-in actions (the names phase graphs may use), in `TOOLS`
 /// order: derived from the table, so a new action cannot be missing from a list.
 pub static BUILTIN_ACTIONS: std::sync::LazyLock<Vec<&'static str>> =
     std::sync::LazyLock::new(|| TOOLS.iter().map(|t| t.name).collect());
@@ -373,7 +373,7 @@ pub fn builtin_action(name: &str) -> Option<&'static str> {
     TOOLS.iter().map(|t| t.name).find(|a| *a == name)
 }
 
-/// All built-in actions, as tools for the model, in a stable order ([`TOOLS`] order).
+/// All built-in actions, as tools for the model, in a stable order (`TOOLS` order).
 ///
 /// Each schema is a closed object (`additionalProperties: false`) listing its
 /// required fields; line numbers are integers with `minimum: 1`. Built once per process

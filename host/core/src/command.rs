@@ -10,7 +10,7 @@ pub struct CommandOutput {
     pub command: String,
     /// Exit code; `None` when the shell was killed by a signal (including on timeout).
     pub exit_code: Option<i32>,
-    /// stdout and stderr interleaved in arrival order, capped (see [`CommandLimits`]).
+    /// stdout and stderr interleaved in arrival order, capped (see `CommandLimits`).
     pub output: String,
     /// Whether the middle of the output was dropped to respect the cap.
     pub truncated: bool,

@@ -54,7 +54,7 @@ pub struct Extractors {
 impl Default for Extractors {
     /// No rule sets: every output gets the generic fact until extractors are added (the
     /// built-in plugins, `plugins/extract-*`, are added by
-    /// [`agentforge_engine::executor::Runtime::load_plugins`]).
+    /// `agentforge_engine::executor::Runtime::load_plugins`).
     fn default() -> Self {
         Extractors { list: Vec::new() }
     }

@@ -6,10 +6,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// Environment variable holding the Anthropic API key (unless overridden by
-/// [`ProviderSettings::api_key_env`]).
+/// `ProviderSettings::api_key_env`).
 pub const ANTHROPIC_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 /// Environment variable holding the OpenAI API key (unless overridden by
-/// [`ProviderSettings::api_key_env`]).
+/// `ProviderSettings::api_key_env`).
 pub const OPENAI_API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// Environment variable overriding the Anthropic base URL.
 pub const ANTHROPIC_BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
@@ -40,15 +40,15 @@ pub enum ToolMode {
     /// (`tool_choice` any / required).
     #[default]
     Native,
-    /// No tools are sent; the user message gets [`text_mode_instructions`]
-    /// appended and the reply text is parsed with [`parse_action_block`].
+    /// No tools are sent; the user message gets `text_mode_instructions`
+    /// appended and the reply text is parsed with `parse_action_block`.
     Text,
 }
 
 /// Exactly what is sent: one system message, one user message, the tools.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
-    /// 1-based step number of the executor (used by [`ReplayProvider`]).
+    /// 1-based step number of the executor (used by `ReplayProvider`).
     pub step: u64,
     /// Model identifier sent to the API.
     pub model: String,

@@ -4,7 +4,7 @@
 //! terminal, a log file and the model's context. Terminal escapes (ANSI/OSC: clear the
 //! screen, retitle the window, hide text), NUL, bidi overrides (text that reads other
 //! than it is) and forged lines (`\nerror: ...`) must not. [`text`] keeps line breaks
-//! and tabs (multi-line output); [`line`] makes one line of it (names, reasons, log
+//! and tabs (multi-line output); [`line`](fn@line) makes one line of it (names, reasons, log
 //! lines), showing a break as `⏎`.
 
 use std::borrow::Cow;

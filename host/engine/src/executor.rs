@@ -1387,10 +1387,10 @@ impl<'r> Executor<'r> {
     }
 
     /// Applies the model's answer, as a pipeline of stages whose signatures say what each
-    /// may change: [`classify`](Self::classify) (reads only), [`act`](Self::act) (guard,
+    /// may change: `classify` (reads only), `act` (guard,
     /// act, observe: verification, files, facts, plan tree, memory),
-    /// [`decide`](Self::decide) (loops, plan tree, phase, budget), then the step's
-    /// accounting and [`record`](Self::record) (masking and the crash-safe writes).
+    /// `decide` (loops, plan tree, phase, budget), then the step's
+    /// accounting and `record` (masking and the crash-safe writes).
     pub async fn apply(
         &self,
         prepared: PreparedStep,

@@ -34,7 +34,7 @@ pub(crate) struct Prepared {
     fixed: Vec<Arc<Fixed>>,
 }
 
-/// Steps already analysed by themselves ([`Fixed`]), kept between checks: a run checks
+/// Steps already analysed by themselves (`Fixed`), kept between checks: a run checks
 /// its last few dozen steps at every step, and all but one of them were analysed at the
 /// previous step. Looked up by the whole step (a step recorded again differently, after
 /// a recovery, is analysed again).

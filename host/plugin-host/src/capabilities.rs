@@ -38,7 +38,7 @@ impl Capabilities {
 }
 
 /// The checks of the task being run, which `run-check` may run: set by the executor when
-/// it opens a task, shared with every plugin's [`CheckAccess`].
+/// it opens a task, shared with every plugin's `CheckAccess`.
 #[derive(Debug, Clone, Default)]
 pub struct DeclaredChecks(Arc<RwLock<(Vec<CheckSpec>, Option<CommandLimits>)>>);
 

@@ -31,7 +31,7 @@
 //! workspace `read-file` is confined to, the project's grants, limit overrides, guards'
 //! `on_error` and plugin config, and the task's declared checks for `run-check`.
 //! [`load_builtin`] loads the built-in plugins embedded in the host, and
-//! [`agentforge_engine::executor::Runtime::load_plugins`] wires all of them into a run.
+//! `agentforge_engine::executor::Runtime::load_plugins` wires all of them into a run.
 
 mod bindings;
 mod capabilities;

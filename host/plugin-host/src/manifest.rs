@@ -260,7 +260,7 @@ impl Manifest {
 
     /// The component file inside `dir`, checked: a relative path without `..`, that stays
     /// in the folder once symlinks are resolved, to a regular file of at most
-    /// [`MAX_COMPONENT_BYTES`]. A manifest must not make the host read `/etc/passwd`, a
+    /// `MAX_COMPONENT_BYTES`. A manifest must not make the host read `/etc/passwd`, a
     /// device, or a gigabyte before any check.
     pub fn component_path(&self, dir: &Path) -> Result<PathBuf, PluginLoadError> {
         use std::path::Component;

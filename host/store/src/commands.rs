@@ -13,7 +13,7 @@
 //! survive, because a test run's verdict and failures are usually at its end.
 //!
 //! Commands run the model's code, so they get an environment built explicitly
-//! ([`child_environment`]): no provider key, nothing the deny list names (see
+//! (`child_environment`): no provider key, nothing the deny list names (see
 //! [`crate::secrets`]); and their output is masked for the key values the host holds
 //! before anyone stores or shows it.
 
@@ -268,7 +268,7 @@ pub struct RecordedGroup {
 
 /// The process groups of the commands running now, process-wide.
 ///
-/// Each command's [`GroupGuard`] kills its group when the command ends or is dropped;
+/// Each command's `GroupGuard` kills its group when the command ends or is dropped;
 /// this registry covers what a guard cannot. An exit that skips destructors (a second
 /// Ctrl-C exits at once) calls [`ProcessGroups::kill_all`]; and since a host killed with
 /// SIGKILL kills nothing, every group is also written to a file of the task folder

@@ -9,7 +9,7 @@
 //! - [`measure`]: the value a sprint has, measured from verified state only
 //!   (verifications passing, acceptance criteria proven, a VRC score backed by passing
 //!   verifications). Progress is a rise of that measure, never an action's own report.
-//! - [`decide`]: the decision engine, a pure function from state to the next action,
+//! - [`decide`](mod@decide): the decision engine, a pure function from state to the next action,
 //!   with the seed's priorities and the bounds above.
 //! - [`manage_task`]: the deterministic guardrails every plan mutation passes.
 //! - [`reports`]: the report tools each role answers with, typed and checked, and how they change the state.
