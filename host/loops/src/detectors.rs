@@ -85,6 +85,18 @@ fn describe_all<'a>(steps: impl IntoIterator<Item = &'a Info<'a>>) -> Vec<String
     steps.into_iter().map(Info::describe).collect()
 }
 
+/// The last [`MAX_EVIDENCE`] attempts (changes and failures) of `steps`, oldest first,
+/// described; only those kept are described (describing a step is the costly part).
+fn last_attempts<'a>(steps: &'a [Info<'a>]) -> Vec<String> {
+    let kept: Vec<&Info> = steps
+        .iter()
+        .filter(|s| s.mutated() || s.failed)
+        .rev()
+        .take(MAX_EVIDENCE)
+        .collect();
+    describe_all(kept.into_iter().rev())
+}
+
 /// The same action failing `identical` times in a row with the same arguments or the
 /// same error (seed 000 `_check_identical`). A polled command whose output grows is not
 /// repeating itself.
@@ -192,16 +204,7 @@ fn known_failure_again(a: &Analysis<'_>) -> Option<Detection> {
                 ctx[then].view.step,
                 first_line(failure_text(last.view)),
             ),
-            evidence: describe_all(
-                ctx[then..]
-                    .iter()
-                    .filter(|s| s.mutated() || s.failed)
-                    .rev()
-                    .take(MAX_EVIDENCE)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev(),
-            ),
+            evidence: last_attempts(&ctx[then..]),
             suggestions: suggest::file_oscillation(file),
             block: None,
         }
@@ -485,17 +488,7 @@ fn failure_returns(a: &Analysis<'_>) -> Option<Detection> {
                 ctx[then].view.step,
                 first_line(failure_text(last.view)),
             ),
-            // Only the lines kept (describing a step is the costly part).
-            evidence: describe_all(
-                ctx[start..]
-                    .iter()
-                    .filter(|s| s.mutated() || s.failed)
-                    .rev()
-                    .take(MAX_EVIDENCE)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev(),
-            ),
+            evidence: last_attempts(&ctx[start..]),
             suggestions: suggest::attempts_cycle(last, &ctx[other]),
             block: None,
         }
