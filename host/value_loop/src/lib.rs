@@ -12,12 +12,19 @@
 //! - [`decide`](mod@decide): the decision engine, a pure function from state to the next action,
 //!   with the seed's priorities and the bounds above.
 //! - [`manage_task`]: the deterministic guardrails every plan mutation passes.
-//! - [`reports`]: the report tools each role answers with, typed and checked, and how they change the state.
+//! - [`reports`]: the report tools each role answers with, typed and checked, and how they
+//!   change the state: the loop's (task complete, eval finding, VRC, triage, course
+//!   correction, human action, research) and the pre-loop's (vision validation,
+//!   discovery, critique) and the QC author's `register_verification`.
+//! - [`tool_specs`]: the JSON Schema of every report tool and of `manage_task`, as the
+//!   model is shown them, kept in step with the types that parse the calls.
 //! - [`render`]: IMPLEMENTATION_PLAN.md, VALUE_CHECKLIST.md and DELIVERY_REPORT.md from state.
 //! - [`monitor`]: the process monitor's metrics and GREEN / YELLOW / RED thresholds.
 //!
 //! The host (a later crate) runs each decision's role as a task of the stateless
 //! executor, measures the outcome and records it; this crate decides and judges.
+
+#![deny(missing_docs)]
 
 pub mod decide;
 pub mod limits;
@@ -27,8 +34,10 @@ pub mod monitor;
 pub mod render;
 pub mod reports;
 pub mod state;
+pub mod tool_specs;
 
 pub use decide::{decide, Decision, LoopAction, StopReason};
 pub use limits::{Limits, LimitsError};
 pub use measure::ValueMeasure;
 pub use state::SprintState;
+pub use tool_specs::{tool_spec, ToolSpecJson};

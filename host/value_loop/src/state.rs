@@ -358,6 +358,133 @@ pub struct Service {
     pub healthy: bool,
 }
 
+/// The verdict of a vision validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum VisionVerdict {
+    /// The vision is sound enough to build on.
+    Pass,
+    /// The vision must be revised first (at least one issue says why).
+    NeedsRevision,
+}
+
+/// How much an issue with the vision weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum IssueSeverity {
+    /// Building on the vision as it is would waste the sprint.
+    Hard,
+    /// Worth fixing; the sprint can go on without it.
+    Soft,
+}
+
+/// One issue a vision validation found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VisionIssue {
+    /// How much it weighs.
+    pub severity: IssueSeverity,
+    /// What is wrong with the vision.
+    pub description: String,
+    /// How the vision could be revised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
+}
+
+/// The latest vision validation (seed 002 section 4.2), as `report_vision_validation`
+/// reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VisionValidation {
+    /// Pass or needs revision.
+    pub verdict: VisionVerdict,
+    /// The issues found (at least one when the verdict is `NeedsRevision`).
+    #[serde(default)]
+    pub issues: Vec<VisionIssue>,
+    /// One paragraph.
+    pub summary: String,
+}
+
+impl VisionValidation {
+    /// Whether any issue is `Hard`.
+    pub fn has_hard_issues(&self) -> bool {
+        self.issues
+            .iter()
+            .any(|i| i.severity == IssueSeverity::Hard)
+    }
+}
+
+/// Whether a codebase exists already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CodebaseState {
+    /// Nothing exists yet.
+    Greenfield,
+    /// The sprint changes an existing codebase.
+    Existing,
+}
+
+/// What context discovery found (seed 002 section 4.3), as `report_discovery` reported
+/// it. Its services are also in [`SprintState::services`], where their health is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discovery {
+    /// What the vision asks to deliver.
+    pub deliverable: String,
+    /// `cli`, `web_app`, `library`, `report`...
+    pub project_type: String,
+    /// Greenfield or existing.
+    pub codebase_state: CodebaseState,
+    /// Tools the sprint needs or found (`cargo`, `python3`, `psql`...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// The names of the services discovery listed (their checks are in
+    /// [`SprintState::services`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
+    /// How the value will be proven.
+    pub value_proof: String,
+    /// Commands discovery thinks prove the value (a hint for the QC author).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_commands: Vec<String>,
+}
+
+/// The verdict of a critique (of the PRD, or of the plan in a plan review).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CritiqueVerdict {
+    /// Achievable as it is.
+    Approve,
+    /// Needs the amendments listed.
+    Amend,
+    /// Too large: cut scope (the descoped tasks, in a plan review).
+    Descope,
+    /// Infeasible: the sprint should not start.
+    Reject,
+}
+
+/// One critique, as `report_critique` reported it, with the gate it ran for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CritiqueRecord {
+    /// The gate it ran for (`prd_critique`, `plan_review`...), from the host's caller
+    /// (none: the host named no gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
+    /// The iteration it ran in (0 in the pre-loop).
+    #[serde(default)]
+    pub iteration: u32,
+    /// The verdict.
+    pub verdict: CritiqueVerdict,
+    /// Why (at least one reason unless the verdict is `Approve`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// Specific changes asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amendments: Vec<String>,
+    /// Task ids it descoped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub descoped_tasks: Vec<String>,
+    /// One paragraph.
+    pub summary: String,
+}
+
 /// The whole sprint state (seed 002 `LoopState`), one versioned value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SprintState {
@@ -428,6 +555,15 @@ pub struct SprintState {
     /// Tokens spent by every role so far.
     #[serde(default)]
     pub tokens_used: u64,
+    /// The latest vision validation (none: not run yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision_validation: Option<VisionValidation>,
+    /// What context discovery found (none: not run yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Discovery>,
+    /// Every critique (PRD critique, plan review...), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub critiques: Vec<CritiqueRecord>,
 }
 
 /// A bound refused a change ([`SprintState`]'s counting methods).
@@ -496,6 +632,9 @@ impl SprintState {
             escalated: None,
             exit_gate_attempts: 0,
             tokens_used: 0,
+            vision_validation: None,
+            discovery: None,
+            critiques: Vec::new(),
         }
     }
 
@@ -517,6 +656,14 @@ impl SprintState {
     /// The verification with this id, to change.
     pub fn verification_mut(&mut self, id: &str) -> Option<&mut Verification> {
         self.verifications.iter_mut().find(|v| v.id == id)
+    }
+
+    /// The latest critique recorded for a gate.
+    pub fn latest_critique(&self, gate: &str) -> Option<&CritiqueRecord> {
+        self.critiques
+            .iter()
+            .rev()
+            .find(|c| c.gate.as_deref() == Some(gate))
     }
 
     /// Whether a pre-loop gate has passed.
@@ -814,5 +961,64 @@ mod tests {
         let back: SprintState = serde_json::from_str(&json).unwrap();
         assert_eq!(back, s);
         assert!(back.task("T1").unwrap().needs_human());
+    }
+
+    #[test]
+    fn a_state_written_before_the_pre_loop_records_still_loads() {
+        let s = SprintState::new("s");
+        let json = serde_json::to_value(&s).unwrap();
+        for key in ["vision_validation", "discovery", "critiques"] {
+            assert!(json.get(key).is_none(), "{key} is written only once set");
+        }
+        let old = r#"{"version": 1, "sprint": "s", "phase": "value_loop", "iteration": 3}"#;
+        let back: SprintState = serde_json::from_str(old).unwrap();
+        assert_eq!(back.vision_validation, None);
+        assert_eq!(back.discovery, None);
+        assert!(back.critiques.is_empty());
+    }
+
+    #[test]
+    fn the_pre_loop_records_round_trip() {
+        let mut s = SprintState::new("s");
+        s.vision_validation = Some(VisionValidation {
+            verdict: VisionVerdict::NeedsRevision,
+            issues: vec![VisionIssue {
+                severity: IssueSeverity::Hard,
+                description: "no outcome".into(),
+                suggestion: Some("name one".into()),
+            }],
+            summary: "revise".into(),
+        });
+        s.discovery = Some(Discovery {
+            deliverable: "a CLI".into(),
+            project_type: "cli".into(),
+            codebase_state: CodebaseState::Existing,
+            tools: vec!["cargo".into()],
+            services: vec!["api".into()],
+            value_proof: "it runs".into(),
+            verification_commands: vec!["cargo test".into()],
+        });
+        s.critiques.push(CritiqueRecord {
+            gate: Some("prd_critique".into()),
+            iteration: 0,
+            verdict: CritiqueVerdict::Descope,
+            reasons: vec!["too big".into()],
+            amendments: vec![],
+            descoped_tasks: vec!["T2".into()],
+            summary: "cut".into(),
+        });
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["vision_validation"]["verdict"], "NEEDS_REVISION");
+        assert_eq!(json["vision_validation"]["issues"][0]["severity"], "HARD");
+        assert_eq!(json["discovery"]["codebase_state"], "existing");
+        assert_eq!(json["critiques"][0]["verdict"], "DESCOPE");
+        let back: SprintState = serde_json::from_value(json).unwrap();
+        assert_eq!(back, s);
+        assert!(back.vision_validation.unwrap().has_hard_issues());
+        assert_eq!(
+            s.latest_critique("prd_critique").unwrap().descoped_tasks,
+            ["T2"]
+        );
+        assert!(s.latest_critique("plan_review").is_none());
     }
 }
