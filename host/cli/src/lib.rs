@@ -12,7 +12,9 @@ pub use agentforge_engine::{config, executor};
 pub use agentforge_loops as loops;
 pub use agentforge_plugin_host as plugins;
 pub use agentforge_providers as providers;
+pub use agentforge_sprint as sprint;
 pub use agentforge_store::{commands, secrets};
+pub use agentforge_value_loop as value_loop;
 
 /// Task state and its store: the domain types (`agentforge_core::state`) and the task
 /// folders that persist them (`agentforge_store::state_store`).

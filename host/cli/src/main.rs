@@ -18,6 +18,8 @@ use agentforge::state_store::{RecordedProvider, TaskStatus, TaskStore};
 use agentforge::task::TaskSpec;
 use agentforge::tools::Workspace;
 
+mod sprint;
+
 /// Exit code for usage and configuration errors (EX_USAGE).
 const EXIT_USAGE: u8 = agentforge::executor::exit::USAGE;
 /// Exit code when another process holds the task's run lock (EX_TEMPFAIL: try later).
@@ -77,19 +79,36 @@ struct RunFlags {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create a task from a task.yaml and run it to the end (resumes it if it exists unchanged).
+    /// Run a task from a task.yaml, or a sprint from a folder holding VISION.md and PRD.md
+    /// (the value loop), to the end; resumes it if it exists unchanged.
     Run {
-        /// The task spec.
+        /// The task spec, or the sprint's folder.
         task: PathBuf,
+        /// The sprint's id (default: the folder's name).
+        #[arg(long)]
+        sprint: Option<String>,
         #[command(flatten)]
         flags: RunFlags,
     },
-    /// Resume a task (default: the most recently active running task).
+    /// Resume a task or a sprint (default: the most recently active running task).
     Resume {
-        /// Task id.
+        /// Task or sprint id.
         task_id: Option<String>,
+        /// For a sprint paused for a person: they did what was asked.
+        #[arg(long)]
+        confirm_pause: bool,
         #[command(flatten)]
         flags: RunFlags,
+    },
+    /// Show a sprint's progress: tasks, verifications, measured value, health, tokens.
+    Status {
+        /// Sprint id (default: the most recent sprint).
+        sprint: Option<String>,
+    },
+    /// Rewrite a sprint's IMPLEMENTATION_PLAN.md, VALUE_CHECKLIST.md and DELIVERY_REPORT.md from its state.
+    Render {
+        /// Sprint id (default: the most recent sprint).
+        sprint: Option<String>,
     },
     /// Manage tasks.
     #[command(subcommand)]
@@ -275,7 +294,22 @@ fn render_error(e: &anyhow::Error) -> String {
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let g = &cli.global;
     match &cli.command {
-        Command::Run { task, flags } => {
+        Command::Run {
+            task,
+            sprint: Some(_),
+            ..
+        } if !task.is_dir() => Err(usage(anyhow!(
+            "--sprint names a sprint, and {} is not a sprint folder (VISION.md and PRD.md)",
+            task.display()
+        ))),
+        Command::Run {
+            task,
+            sprint: sprint_id,
+            flags,
+        } if sprint::is_sprint_input(task) => {
+            sprint::run(g, task, flags, sprint_id.as_deref()).await
+        }
+        Command::Run { task, flags, .. } => {
             // The first prompt counts tokens: load the tokenizer meanwhile.
             start_token_counting();
             let spec = TaskSpec::load(task).map_err(usage)?;
@@ -312,7 +346,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             drive(&rt, dir, g.json).await
         }
-        Command::Resume { task_id, flags } => {
+        Command::Resume {
+            task_id: Some(id),
+            confirm_pause,
+            flags,
+        } if sprint::exists(g, id) => sprint::resume(g, id, flags, *confirm_pause).await,
+        Command::Resume { task_id, flags, .. } => {
             start_token_counting();
             let store = TaskStore::new(&workspace_root(g)?);
             let id = match task_id {
@@ -456,6 +495,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Plugins(PluginsCommand::Check { dir }) => plugins_check(g, dir),
         Command::Plugins(PluginsCommand::Cache(CacheCommand::Clean)) => plugins_cache_clean(g),
         Command::Extract(args) => extract_stdin(g, args),
+        Command::Status { sprint: id } => sprint::status(g, id.as_deref()),
+        Command::Render { sprint: id } => sprint::render(g, id.as_deref()),
     }
 }
 

@@ -45,6 +45,94 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// How checks and tests run.
     pub checks: ChecksConfig,
+    /// The value loop (`agentforge run DIR`): its bounds and each role's model.
+    pub value_loop: ValueLoopConfig,
+}
+
+/// The value loop's roles, as `[value_loop.roles.<role>]` names them.
+pub const VALUE_LOOP_ROLES: &[&str] = &[
+    "planner",
+    "critic",
+    "classifier",
+    "builder",
+    "qc_author",
+    "fixer",
+    "evaluator",
+    "researcher",
+];
+
+/// `[value_loop]`: the bounds a project may lower (`[value_loop.limits]`, never above
+/// their ceilings) and the model each role uses (`[value_loop.roles.<role>]`).
+///
+/// ```toml
+/// [value_loop.limits]
+/// max_iterations = 60
+/// [value_loop.roles.evaluator]
+/// provider = "anthropic"
+/// model = "claude-opus-4-1"
+/// max_output_tokens = 8000
+/// max_steps = 12
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ValueLoopConfig {
+    /// Bounds (each optional; see `agentforge_value_loop::limits`).
+    pub limits: agentforge_value_loop::limits::LimitsConfig,
+    /// Model routing per role; a role not named uses `[provider]`.
+    pub roles: std::collections::BTreeMap<String, RoleConfig>,
+}
+
+/// `[value_loop.roles.<role>]`: what differs from `[provider]` for one role.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoleConfig {
+    /// `anthropic`, `openai` or `replay`.
+    pub provider: Option<ProviderKind>,
+    /// Model name.
+    pub model: Option<String>,
+    /// Base URL.
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the key.
+    pub api_key_env: Option<String>,
+    /// `max_tokens` of the role's answers.
+    pub max_output_tokens: Option<u32>,
+    /// Step budget of one role task.
+    pub max_steps: Option<u64>,
+}
+
+impl Config {
+    /// The configuration a role's tasks run with: `[provider]` and `[limits]` with the
+    /// role's `[value_loop.roles.<role>]` settings over them.
+    pub fn for_role(&self, role: &str) -> Config {
+        let mut c = self.clone();
+        if let Some(r) = self.value_loop.roles.get(role) {
+            if let Some(k) = r.provider {
+                if k != c.provider.kind {
+                    // Another provider: the base URL and key variable of `[provider]`
+                    // belong to the old one.
+                    c.provider.base_url = None;
+                    c.provider.api_key_env = None;
+                }
+                c.provider.kind = k;
+            }
+            if let Some(m) = &r.model {
+                c.provider.model = m.clone();
+            }
+            if r.base_url.is_some() {
+                c.provider.base_url = r.base_url.clone();
+            }
+            if r.api_key_env.is_some() {
+                c.provider.api_key_env = r.api_key_env.clone();
+            }
+            if let Some(n) = r.max_output_tokens {
+                c.provider.max_output_tokens = n;
+            }
+            if let Some(n) = r.max_steps {
+                c.limits.max_steps = n;
+            }
+        }
+        c
+    }
 }
 
 /// `[tools]`: what the model's file actions may not write.
@@ -353,6 +441,31 @@ impl Config {
         self.env_policy().map_err(|e| err(e.field, e.to_string()))?;
         agentforge_store::tools::compile_protected(&self.tools.protected)
             .map_err(|e| err("tools.protected", e.to_string()))?;
+        agentforge_value_loop::Limits::new(&self.value_loop.limits)
+            .map_err(|e| err("value_loop.limits", e.to_string()))?;
+        for (name, role) in &self.value_loop.roles {
+            if !VALUE_LOOP_ROLES.contains(&name.as_str()) {
+                return Err(err(
+                    &format!("value_loop.roles.{name}"),
+                    format!(
+                        "no role `{name}`; the roles are {}",
+                        VALUE_LOOP_ROLES.join(", ")
+                    ),
+                ));
+            }
+            if role.max_steps == Some(0) {
+                return Err(err(
+                    &format!("value_loop.roles.{name}.max_steps"),
+                    "must be at least 1".into(),
+                ));
+            }
+            if role.max_output_tokens == Some(0) {
+                return Err(err(
+                    &format!("value_loop.roles.{name}.max_output_tokens"),
+                    "must be at least 1".into(),
+                ));
+            }
+        }
         if self.provider.kind == ProviderKind::Replay && self.provider.replay.is_none() {
             return Err(err(
                 "provider.replay",

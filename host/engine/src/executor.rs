@@ -684,7 +684,9 @@ impl Runtime {
                 timeout_secs: None,
             });
         }
-        if checks.is_empty() {
+        // A value-loop role task (planner, critic, evaluator...) may have nothing to
+        // verify yet: the sprint's verifications are written later, by a role.
+        if checks.is_empty() && spec.role.is_none() {
             return Err(ExecError::Config(format!(
                 "task `{}` has no checks: add `checks:` to its task.yaml or `[commands] check`/`test` to agentforge.toml",
                 spec.id

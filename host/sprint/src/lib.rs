@@ -19,6 +19,12 @@ use agentforge_store::state_store::{append_synced_line, atomic_rewrite, atomic_w
 use agentforge_value_loop::{Decision, SprintState, ValueMeasure};
 use serde::{Deserialize, Serialize};
 
+pub mod git;
+pub mod probes;
+pub mod report_tools;
+pub mod roles;
+pub mod runner;
+
 /// The log's file name.
 pub const LOG_FILE: &str = "iterations.jsonl";
 /// The state cache's file name.
@@ -114,6 +120,11 @@ pub enum EventKind {
         /// Whether measured value rose above its high-water mark.
         progressed: bool,
     },
+    /// The sprint ended (the loop stopped, the exit gate passed, or the pre-loop failed).
+    Finished {
+        /// How it ended.
+        outcome: runner::SprintOutcome,
+    },
 }
 
 /// One line of `iterations.jsonl`.
@@ -132,6 +143,9 @@ pub struct Event {
     /// Tokens per role.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, u64>,
+    /// The process monitor after the event (value loop iterations only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<agentforge_value_loop::monitor::ProcessMonitor>,
     /// The sprint state after the event: what `sprint.json` caches.
     pub state_after: SprintState,
 }
@@ -404,6 +418,7 @@ mod tests {
             outcome: "T1 done".into(),
             role_tasks: vec!["s-it1-builder".into()],
             tokens: [("builder".to_string(), 1200u64)].into_iter().collect(),
+            monitor: None,
             state_after: state.clone(),
         }
     }

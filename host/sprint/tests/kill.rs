@@ -38,6 +38,7 @@ fn child_records_events() {
             outcome: format!("iteration {}", state.iteration),
             role_tasks: vec![],
             tokens: Default::default(),
+            monitor: None,
             state_after: state.clone(),
         };
         dir.append(&event).unwrap();

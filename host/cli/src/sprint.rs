@@ -1,0 +1,484 @@
+//! `agentforge run DIR` (a folder with VISION.md and PRD.md), `resume` of a sprint,
+//! `status` and `render`: the value loop through the command line.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context as _};
+use serde::{Deserialize, Serialize};
+
+use agentforge::config::Config;
+use agentforge::executor::Runtime;
+use agentforge::providers::{Provider, ProviderKind, RetryObserver};
+use agentforge::sprint::roles::Role;
+use agentforge::sprint::runner::{RunOptions, RuntimeFactory, SprintOutcome, SprintRunner};
+use agentforge::sprint::{EventKind, SprintDir, SprintStore};
+use agentforge::tools::Workspace;
+use agentforge::value_loop::{Limits, SprintState, ValueMeasure};
+
+use super::{failed, load_config, load_plugins, usage, Failure, Global, RunFlags};
+
+/// What a sprint keeps of how it was run, so `resume` runs it the same way
+/// (`run.json` in the sprint folder; never a key).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct RunRecord {
+    /// The folder of recorded sessions (`<seq>-<role>.jsonl`), for a replayed sprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replay: Option<PathBuf>,
+}
+
+const RUN_RECORD: &str = "run.json";
+
+/// Whether `path` is a sprint's input folder (VISION.md and PRD.md in it).
+pub fn is_sprint_input(path: &Path) -> bool {
+    path.is_dir()
+}
+
+/// The sprint id a folder gives: its name, lower-cased, other characters as `-`.
+fn sprint_id_of(dir: &Path) -> String {
+    let name = std::fs::canonicalize(dir)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_else(|| "sprint".to_string());
+    let id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let id = id.trim_matches('-').to_string();
+    if id.is_empty() {
+        "sprint".to_string()
+    } else {
+        id
+    }
+}
+
+/// Builds each role task's runtime: `[value_loop.roles.<role>]` over `[provider]`, or
+/// the recorded session `<job>.jsonl` of the replay folder.
+struct CliFactory<'a> {
+    g: &'a Global,
+    config: Config,
+    replay: Option<PathBuf>,
+    progress: bool,
+    strict: bool,
+}
+
+impl RuntimeFactory for CliFactory<'_> {
+    fn runtime(&self, role: Role, job: &str) -> Result<Runtime, String> {
+        let mut config = self.config.for_role(role.name());
+        if let Some(dir) = &self.replay {
+            let file = dir.join(format!("{job}.jsonl"));
+            if !file.is_file() {
+                return Err(format!(
+                    "no recorded session {} for role task `{job}`: record one, or run the sprint with a model (without --replay)",
+                    file.display()
+                ));
+            }
+            config.provider.kind = ProviderKind::Replay;
+            config.provider.replay = Some(file);
+        }
+        let mut provider =
+            Provider::from_settings(&config.provider_settings()).map_err(|e| e.to_string())?;
+        if self.progress {
+            provider.on_retry(RetryObserver::new(|n| eprintln!("retry: {n}")));
+        }
+        let ws = Workspace::new(&self.g.workspace).map_err(|e| e.to_string())?;
+        let mut rt = Runtime::new(ws, config, provider);
+        rt.progress = self.progress;
+        load_plugins(&mut rt, self.strict).map_err(|f| f.error.to_string())?;
+        Ok(rt)
+    }
+}
+
+/// `agentforge run DIR`: creates the sprint from DIR's VISION.md and PRD.md (or resumes
+/// it when it exists with the same inputs) and runs it.
+pub async fn run(
+    g: &Global,
+    input: &Path,
+    flags: &RunFlags,
+    sprint: Option<&str>,
+) -> Result<u8, Failure> {
+    let read = |name: &str| -> Result<String, Failure> {
+        let p = input.join(name);
+        std::fs::read_to_string(&p).map_err(|e| {
+            usage(anyhow!(
+                "{}: {e}; a sprint folder holds VISION.md (the outcome wanted) and PRD.md (what must hold)",
+                p.display()
+            ))
+        })
+    };
+    let vision = read("VISION.md")?;
+    let prd = read("PRD.md")?;
+    let ws = super::workspace_root(g)?;
+    super::check_writable(&ws)?;
+    let id = sprint
+        .map(str::to_string)
+        .unwrap_or_else(|| sprint_id_of(input));
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(usage(anyhow!(
+            "--sprint `{id}`: use letters, digits, `-` and `_` only"
+        )));
+    }
+    let store = SprintStore::new(&ws);
+    let dir = match store.open(&id) {
+        Ok(dir) => {
+            let same = |name: &str, text: &str| {
+                std::fs::read_to_string(dir.path().join(name)).is_ok_and(|t| t == text)
+            };
+            if !same("VISION.md", &vision) || !same("PRD.md", &prd) {
+                return Err(usage(anyhow!(
+                    "sprint `{id}` already exists at {} with another VISION.md or PRD.md; resume it with `agentforge resume {id}`, or give the new sprint another id with --sprint",
+                    dir.path().display()
+                )));
+            }
+            eprintln!("sprint `{id}` exists with the same inputs: resuming");
+            dir
+        }
+        Err(_) => store
+            .create(&SprintState::new(&id), &vision, &prd)
+            .map_err(failed)?,
+    };
+    drive(g, dir, flags, false).await
+}
+
+/// `agentforge resume ID` for a sprint.
+pub async fn resume(
+    g: &Global,
+    id: &str,
+    flags: &RunFlags,
+    confirm_pause: bool,
+) -> Result<u8, Failure> {
+    let ws = super::workspace_root(g)?;
+    let dir = SprintStore::new(&ws).open(id).map_err(usage)?;
+    drive(g, dir, flags, confirm_pause).await
+}
+
+/// Whether `id` names a sprint of the workspace.
+pub fn exists(g: &Global, id: &str) -> bool {
+    super::workspace_root(g)
+        .ok()
+        .is_some_and(|ws| SprintStore::new(&ws).open(id).is_ok())
+}
+
+async fn drive(
+    g: &Global,
+    dir: SprintDir,
+    flags: &RunFlags,
+    confirm_pause: bool,
+) -> Result<u8, Failure> {
+    let ws = super::workspace_root(g)?;
+    let record_path = dir.path().join(RUN_RECORD);
+    let mut record: RunRecord = std::fs::read_to_string(&record_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    if let Some(r) = &flags.replay {
+        if !r.is_dir() {
+            return Err(usage(anyhow!(
+                "--replay {}: a sprint replays from a folder of recorded sessions (`<seq>-<role>.jsonl`), not a file",
+                r.display()
+            )));
+        }
+        record.replay = Some(std::path::absolute(r).unwrap_or(r.clone()));
+    }
+    if flags.provider.is_some() && flags.replay.is_none() {
+        record.replay = None;
+    }
+    let text = serde_json::to_vec_pretty(&record).map_err(failed)?;
+    agentforge::state_store::atomic_write(&record_path, &text)
+        .with_context(|| format!("cannot write {}", record_path.display()))
+        .map_err(failed)?;
+    // The flags' provider and model apply to every role not routed elsewhere; the
+    // recorded sessions are chosen per role task by the factory.
+    let mut plain = RunFlags {
+        provider: flags.provider.clone(),
+        model: flags.model.clone(),
+        replay: None,
+        max_steps: flags.max_steps,
+        plugins: flags.plugins.clone(),
+        strict: flags.strict,
+        quiet: flags.quiet,
+    };
+    if record.replay.is_some() {
+        plain.provider = Some("replay".into());
+    }
+    let mut config = load_config_for_sprint(g, &plain, &ws, record.replay.is_some())?;
+    if let Some(n) = flags.max_steps {
+        config.limits.max_steps = n;
+    }
+    let limits = Limits::new(&config.value_loop.limits)
+        .map_err(|e| usage(anyhow!("[value_loop.limits]: {e}")))?;
+    let factory = CliFactory {
+        g,
+        config,
+        replay: record.replay.clone(),
+        progress: !flags.quiet,
+        strict: flags.strict,
+    };
+    super::start_token_counting();
+    let stop = agentforge::executor::StopRequest::new();
+    let signal = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let sprint_id = dir
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let watcher = tokio::spawn(super::watch_signals(
+        stop.clone(),
+        signal.clone(),
+        sprint_id.clone(),
+    ));
+    let runner = SprintRunner::new(
+        &ws,
+        dir.clone(),
+        limits,
+        &factory,
+        RunOptions {
+            progress: !flags.quiet,
+            confirm_pause,
+        },
+        stop,
+    );
+    let result = runner.run().await;
+    watcher.abort();
+    let outcome = match result {
+        Ok(o) => o,
+        Err(agentforge::sprint::runner::RunnerError::Interrupted) => {
+            eprintln!("interrupted; `agentforge resume {sprint_id}` continues");
+            let sig = signal.load(std::sync::atomic::Ordering::SeqCst);
+            return Ok(128 + u8::try_from(sig).unwrap_or(2));
+        }
+        Err(e) => {
+            return Err(failed(anyhow!(
+                "{e}\nsprint `{sprint_id}` keeps every recorded iteration; continue it with `agentforge resume {sprint_id}`"
+            )))
+        }
+    };
+    let state = dir.load_state().map_err(failed)?;
+    print_status(g, &dir, &state, Some(&outcome))?;
+    Ok(outcome.exit_code())
+}
+
+/// The configuration of a sprint run: the workspace's, with the command line's provider
+/// and model. A replayed sprint names its recording per role task, so `[provider]
+/// replay` is not needed.
+fn load_config_for_sprint(
+    g: &Global,
+    flags: &RunFlags,
+    ws: &Path,
+    replayed: bool,
+) -> Result<Config, Failure> {
+    if replayed {
+        // Validation wants a recording for the replay provider: the factory sets each
+        // role task's; a placeholder stands in for the check.
+        let mut f = RunFlags {
+            provider: flags.provider.clone(),
+            model: flags.model.clone(),
+            replay: Some(PathBuf::from("(per role task)")),
+            max_steps: flags.max_steps,
+            plugins: flags.plugins.clone(),
+            strict: flags.strict,
+            quiet: flags.quiet,
+        };
+        f.provider = None;
+        return load_config(g, &f, ws, None);
+    }
+    load_config(g, flags, ws, None)
+}
+
+/// The sprint `id` names, or the workspace's only / most recent one.
+fn pick(g: &Global, id: Option<&str>) -> Result<SprintDir, Failure> {
+    let ws = super::workspace_root(g)?;
+    let store = SprintStore::new(&ws);
+    if let Some(id) = id {
+        return store.open(id).map_err(usage);
+    }
+    let root = ws.join(".agentforge").join("sprints");
+    let mut best: Option<(std::time::SystemTime, String)> = None;
+    if let Ok(rd) = std::fs::read_dir(&root) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') {
+                continue;
+            }
+            let t = e
+                .path()
+                .join(agentforge::sprint::LOG_FILE)
+                .metadata()
+                .and_then(|m| m.modified())
+                .or_else(|_| e.metadata().and_then(|m| m.modified()))
+                .unwrap_or(std::time::UNIX_EPOCH);
+            if best.as_ref().is_none_or(|(bt, _)| t > *bt) {
+                best = Some((t, name));
+            }
+        }
+    }
+    let (_, id) = best.ok_or_else(|| {
+        usage(anyhow!(
+            "no sprint in {}: start one with `agentforge run DIR` (DIR holds VISION.md and PRD.md)",
+            root.display()
+        ))
+    })?;
+    store.open(&id).map_err(usage)
+}
+
+/// `agentforge status [SPRINT]`.
+pub fn status(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
+    let dir = pick(g, id)?;
+    let (state, _) = dir.recover().map_err(failed)?;
+    let outcome = dir
+        .read_events()
+        .map_err(failed)?
+        .into_iter()
+        .rev()
+        .find_map(|e| match e.kind {
+            EventKind::Finished { outcome } => Some(outcome),
+            _ => None,
+        });
+    print_status(g, &dir, &state, outcome.as_ref())?;
+    Ok(0)
+}
+
+/// `agentforge render [SPRINT]`: rewrites the views from the state.
+pub fn render(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
+    let dir = pick(g, id)?;
+    let (state, _) = dir.recover().map_err(failed)?;
+    let outcome = dir
+        .read_events()
+        .map_err(failed)?
+        .into_iter()
+        .rev()
+        .find_map(|e| match e.kind {
+            EventKind::Finished { outcome } => Some(outcome),
+            _ => None,
+        });
+    agentforge::sprint::runner::write_views(&dir, &state, outcome.as_ref()).map_err(failed)?;
+    for name in [
+        "IMPLEMENTATION_PLAN.md",
+        "VALUE_CHECKLIST.md",
+        "DELIVERY_REPORT.md",
+    ] {
+        let p = dir.path().join(name);
+        if p.is_file() {
+            println!("{}", p.display());
+        }
+    }
+    Ok(0)
+}
+
+fn print_status(
+    g: &Global,
+    dir: &SprintDir,
+    s: &SprintState,
+    outcome: Option<&SprintOutcome>,
+) -> Result<(), Failure> {
+    let m = ValueMeasure::of(s);
+    let events = dir.read_events().map_err(failed)?;
+    let monitor = events.iter().rev().find_map(|e| e.monitor.clone());
+    let limits = Limits::default();
+    let health = monitor
+        .as_ref()
+        .map(|mo| mo.evaluate(s, &limits, &Default::default()));
+    let mut tokens: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in &events {
+        for (k, v) in &e.tokens {
+            *tokens.entry(k.clone()).or_default() += v;
+        }
+    }
+    if g.json {
+        let v = serde_json::json!({
+            "sprint": s.sprint,
+            "phase": s.phase,
+            "iteration": s.iteration,
+            "outcome": outcome,
+            "tasks": s.tasks.iter().map(|t| serde_json::json!({"id": t.id, "status": t.status, "source": t.source.name(), "description": t.description})).collect::<Vec<_>>(),
+            "verifications": s.verifications.iter().map(|v| serde_json::json!({"id": v.id, "status": v.status, "attempts": v.attempts})).collect::<Vec<_>>(),
+            "measure": m,
+            "health": health.as_ref().map(|(h, t)| serde_json::json!({"status": h, "triggers": t.iter().map(|x| x.detail.clone()).collect::<Vec<_>>()})),
+            "tokens_used": s.tokens_used,
+            "tokens_per_role": tokens,
+            "folder": dir.path(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        return Ok(());
+    }
+    let phase = serde_json::to_value(s.phase).map_err(failed)?;
+    println!(
+        "sprint `{}`: {} after {} iteration(s){}",
+        s.sprint,
+        phase.as_str().unwrap_or_default(),
+        s.iteration,
+        match outcome {
+            Some(SprintOutcome::Delivered) => " — delivered".to_string(),
+            Some(o) => format!(
+                " — {}",
+                serde_json::to_value(o)
+                    .ok()
+                    .and_then(|v| v
+                        .get("outcome")
+                        .and_then(|x| x.as_str())
+                        .map(str::to_string))
+                    .unwrap_or_default()
+            ),
+            None => String::new(),
+        }
+    );
+    if let Some(SprintOutcome::Paused { instructions }) = outcome {
+        println!("paused: {instructions}");
+    }
+    let count = |st| s.tasks.iter().filter(|t| t.status == st).count();
+    use agentforge::value_loop::state::TaskStatus as T;
+    println!(
+        "tasks: {} done, {} pending, {} blocked, {} descoped (of {})",
+        count(T::Done),
+        count(T::Pending) + count(T::InProgress),
+        count(T::Blocked),
+        count(T::Descoped),
+        s.tasks.len()
+    );
+    println!(
+        "verifications: {} of {} passing; acceptance criteria proven: {}; value (VRC backed): {:.1}%",
+        m.verifications_passing,
+        s.verifications.len(),
+        m.acceptance_proven,
+        f64::from(m.backed_vrc_permille) / 10.0
+    );
+    if let Some((h, triggers)) = &health {
+        let h = serde_json::to_value(h).map_err(failed)?;
+        println!(
+            "health: {}{}",
+            h.as_str().unwrap_or_default(),
+            if triggers.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    triggers
+                        .iter()
+                        .map(|t| t.detail.clone())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            }
+        );
+    }
+    println!(
+        "tokens: {} ({})",
+        s.tokens_used,
+        tokens
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("folder: {}", dir.path().display());
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The report tools as the executor offers them ([`ExtraTool`]s): each call is checked
+//! and applied to a working copy of the sprint state, so the model gets its
+//! `VALIDATION_ERROR: ...` (or confirmation) at once, and the accepted calls are taken
+//! into the sprint state only from the role task's recorded log ([`apply_recorded`]).
+//!
+//! The log is the single source: a call whose step was not recorded (a kill between the
+//! call and the record) runs again when the step does, and is never applied twice. So
+//! that the log holds exactly what was applied, a call whose arguments the log would
+//! shorten (a string over [`MAX_LOGGED_STRING_CHARS`] characters, or more than
+//! [`MAX_LOGGED_PARAMETERS_BYTES`] of JSON) is refused with a message to split it.
+
+use std::sync::{Arc, Mutex};
+
+use agentforge_core::model::ToolSpec;
+use agentforge_core::state::{
+    ActionRecord, ActionResult, MAX_LOGGED_PARAMETERS_BYTES, MAX_LOGGED_STRING_CHARS,
+};
+use agentforge_store::tools::{ExtraTool, ToolOutcome};
+use agentforge_value_loop::manage_task::{self, ManageTask};
+use agentforge_value_loop::reports::{self, Applied, Caller, Report, RootCause};
+use agentforge_value_loop::{Limits, SprintState};
+use serde_json::Value;
+
+/// `manage_task`, the plan-changing tool (not a report, same handling).
+pub const MANAGE_TASK: &str = "manage_task";
+
+/// What accepted calls produced besides the state change (for the next role's brief).
+#[derive(Debug, Clone, Default)]
+pub struct Produced {
+    /// Root causes from `report_triage`, in priority order.
+    pub triage: Vec<RootCause>,
+    /// Research briefs from `report_research`.
+    pub research: Vec<reports::Research>,
+    /// Accepted calls, by tool name.
+    pub calls: Vec<String>,
+}
+
+/// Checks and applies one call to `state`; `Err` is the message for the model (the state
+/// is unchanged then).
+pub fn apply_call(
+    tool: &str,
+    args: &Value,
+    caller: &Caller,
+    state: &mut SprintState,
+    limits: &Limits,
+    produced: &mut Produced,
+) -> Result<String, String> {
+    check_loggable(args)?;
+    let message = if tool == MANAGE_TASK {
+        let call: ManageTask = serde_json::from_value(args.clone())
+            .map_err(|e| format!("VALIDATION_ERROR: manage_task: {e}"))?;
+        manage_task::apply(call, caller.source, state, limits)?
+    } else {
+        let report =
+            Report::parse(tool, args.clone()).map_err(|e| format!("VALIDATION_ERROR: {e}"))?;
+        match reports::apply(report, caller, state, limits)? {
+            Applied::Done(m) => m,
+            Applied::Triage(causes) => {
+                let n = causes.len();
+                produced.triage = causes;
+                format!("triage recorded: {n} root cause(s); the first is fixed first")
+            }
+            Applied::Research(r) => {
+                produced.research.push(r);
+                "research recorded; the fixer will see it".to_string()
+            }
+        }
+    };
+    produced.calls.push(tool.to_string());
+    Ok(message)
+}
+
+/// Refuses arguments the action log would shorten (see the module docs).
+fn check_loggable(args: &Value) -> Result<(), String> {
+    fn longest(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.chars().count(),
+            Value::Array(a) => a.iter().map(longest).max().unwrap_or(0),
+            Value::Object(m) => m
+                .iter()
+                .map(|(k, x)| longest(x).max(k.chars().count()))
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+    let n = longest(args);
+    if n > MAX_LOGGED_STRING_CHARS {
+        return Err(format!(
+            "VALIDATION_ERROR: a text of {n} characters is longer than {MAX_LOGGED_STRING_CHARS}; keep each field shorter (put long material in a file and name it)"
+        ));
+    }
+    let bytes = args.to_string().len();
+    if bytes > MAX_LOGGED_PARAMETERS_BYTES {
+        return Err(format!(
+            "VALIDATION_ERROR: the arguments are {bytes} bytes of JSON, more than {MAX_LOGGED_PARAMETERS_BYTES}; split the report into several calls"
+        ));
+    }
+    Ok(())
+}
+
+/// Applies the accepted report calls of a role task's recorded steps, in step order, to
+/// `state`: the one way a role's reports reach the sprint.
+pub fn apply_recorded(
+    records: &[ActionRecord],
+    tools: &[&str],
+    caller: &Caller,
+    state: &mut SprintState,
+    limits: &Limits,
+) -> Produced {
+    let mut produced = Produced::default();
+    for r in records {
+        if r.result != ActionResult::Success || !tools.contains(&r.action.as_str()) {
+            continue;
+        }
+        // Deterministic: the same call on the same state is accepted again. A call the
+        // state now refuses (it cannot happen, the working copy saw the same calls) is
+        // left out rather than half-applied.
+        let _ = apply_call(
+            &r.action,
+            &r.parameters,
+            caller,
+            state,
+            limits,
+            &mut produced,
+        );
+    }
+    produced
+}
+
+/// One report tool offered to a role task.
+pub struct ReportTool {
+    spec: ToolSpec,
+    caller: Caller,
+    limits: Limits,
+    working: Arc<Mutex<SprintState>>,
+}
+
+impl ReportTool {
+    /// The tools `names`, sharing one working copy of the sprint state (the state
+    /// before the role task plus the calls it already recorded).
+    pub fn set(
+        names: &[&'static str],
+        caller: &Caller,
+        limits: &Limits,
+        working: SprintState,
+    ) -> Vec<Box<dyn ExtraTool>> {
+        let working = Arc::new(Mutex::new(working));
+        names
+            .iter()
+            .filter_map(|n| {
+                let spec = agentforge_value_loop::tool_specs::tool_spec(n)?;
+                Some(Box::new(ReportTool {
+                    spec: ToolSpec {
+                        name: spec.name.to_string(),
+                        description: spec.description.to_string(),
+                        input_schema: spec.parameters,
+                    },
+                    caller: caller.clone(),
+                    limits: limits.clone(),
+                    working: working.clone(),
+                }) as Box<dyn ExtraTool>)
+            })
+            .collect()
+    }
+}
+
+impl ExtraTool for ReportTool {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    fn offered_in(&self, _phase: &str) -> bool {
+        true
+    }
+
+    fn check_arguments(&self, args: &Value) -> Result<(), String> {
+        if !args.is_object() {
+            return Err(format!(
+                "{}: the arguments must be an object",
+                self.spec.name
+            ));
+        }
+        check_loggable(args)
+    }
+
+    fn invoke(&self, args: &Value) -> Result<ToolOutcome, String> {
+        let mut state = self
+            .working
+            .lock()
+            .map_err(|_| "the sprint state is unavailable (an earlier call panicked)")?;
+        let mut produced = Produced::default();
+        let output = apply_call(
+            &self.spec.name,
+            args,
+            &self.caller,
+            &mut state,
+            &self.limits,
+            &mut produced,
+        )?;
+        Ok(ToolOutcome {
+            result: ActionResult::Success,
+            output,
+        })
+    }
+
+    fn source(&self) -> String {
+        "the value loop (report tool)".to_string()
+    }
+}
