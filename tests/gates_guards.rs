@@ -373,6 +373,11 @@ fn read_only_roles_may_not_write() {
         ("write_file", "critic"),
         ("replace_lines", "reviewer"),
         ("edit_file", "QC"),
+        // The value loop's roles that only read and report.
+        ("edit_file", "planner"),
+        ("write_file", "classifier"),
+        ("replace_lines", "researcher"),
+        ("edit_file", "evaluator"),
     ] {
         let task = format!(r#"{{"id":"t","role":"{role}"}}"#);
         let d = decide(&guard, action, Some("src/lib.rs"), &task);
@@ -392,6 +397,8 @@ fn read_only_roles_may_not_write() {
     }
     for task in [
         r#"{"id":"t","role":"builder"}"#,
+        r#"{"id":"t","role":"fixer"}"#,
+        r#"{"id":"t","role":"qc_author"}"#,
         r#"{"id":"t"}"#,
         r#"{"id":"t","role":null}"#,
         "",

@@ -198,6 +198,168 @@ fn schema_plugins_are_the_built_in_task_types() {
     }
 }
 
+/// The value loop's roles, one built-in task type each: every graph registers against the
+/// host's actions, every phase has the role's prompt and it renders, `inputs.brief` is the
+/// only input, the brief's fields are shown in the role's order and the builder's and
+/// fixer's `task.files_expected` are inserted numbered by the host.
+#[test]
+fn the_value_loop_roles_are_task_types() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, ws) = (tmp.path().join("plugins"), tmp.path().join("ws"));
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
+    // (task type, folder, first phase, the brief's fields in the order shown)
+    let roles: [(&str, &str, &str, &[&str]); 8] = [
+        (
+            "planner",
+            "schema-planner",
+            "review",
+            &["instructions", "vision", "prd", "discovery", "plan"],
+        ),
+        (
+            "critic",
+            "schema-critic",
+            "review",
+            &["instructions", "vision", "prd", "discovery", "plan"],
+        ),
+        (
+            "classifier",
+            "schema-classifier",
+            "review",
+            &["instructions", "vision", "prd", "failing"],
+        ),
+        (
+            "researcher",
+            "schema-researcher",
+            "review",
+            &["instructions", "failing", "research"],
+        ),
+        (
+            "evaluator",
+            "schema-evaluator",
+            "review",
+            &[
+                "instructions",
+                "vision",
+                "prd",
+                "plan",
+                "verifications",
+                "vrc",
+                "health",
+            ],
+        ),
+        (
+            "builder",
+            "schema-builder",
+            "analyze",
+            &["instructions", "task", "plan", "verifications", "research"],
+        ),
+        (
+            "fixer",
+            "schema-fixer",
+            "analyze",
+            &["instructions", "failing", "triage", "research", "task"],
+        ),
+        (
+            "qc_author",
+            "schema-qc-author",
+            "analyze",
+            &["instructions", "prd", "plan", "verifications"],
+        ),
+    ];
+    install(&dir, &roles.map(|r| r.1));
+    let (loaded, errors) = load(&dir, &ws, "", &[]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let workspace = Workspace::new(&ws).unwrap();
+    let prompts = agentforge::prompts::Prompts::new(None);
+    let mut registry = SchemaRegistry::default();
+    for (name, folder, initial, shown) in roles {
+        let schema = loaded
+            .iter()
+            .filter_map(|p| p.as_schema())
+            .find(|s| s.name() == name)
+            .unwrap_or_else(|| panic!("no schema plugin for {name}"));
+        let g = schema.phase_graph();
+        assert_eq!(g.initial, initial, "{name}");
+        let writes = g
+            .phases
+            .iter()
+            .flat_map(|p| &p.actions)
+            .any(|a| ["write_file", "edit_file", "replace_lines"].contains(&a.name.as_str()));
+        assert_eq!(writes, initial != "review", "{name}");
+        // Every working phase has the role's own prompt, and it renders.
+        for phase in g.phases.iter().filter(|p| !p.terminal) {
+            let vars = agentforge::prompts::PromptVars {
+                task_type: name,
+                phase: &phase.name,
+                goal: "the goal",
+                step: 1,
+                max_steps: 10,
+                actions: phase.actions.iter().map(|a| a.name.clone()).collect(),
+            };
+            let text = prompts
+                .render_with(&vars, schema.prompt_templates())
+                .unwrap_or_else(|e| panic!("{name}.{}: {e}", phase.name));
+            assert!(text.contains("Your task: the goal"), "{text}");
+            assert!(text.contains("`instructions` section"), "{text}");
+        }
+        // `inputs.brief` is the one input, an open object.
+        let input_schema = schema.input_schema().unwrap();
+        let task = |inputs: &str| {
+            spec(&format!(
+                "id: t\ntask_type: {name}\ngoal: g\nrole: {name}\ninputs:\n{inputs}"
+            ))
+        };
+        let brief = "  brief:\n    prd: the PRD\n    notes: a field no role knows\n    task: {id: T1, files_expected: [src/lib.rs, src/new.rs]}\n    instructions: call report_x\n    failing: []\n    plan: []\n";
+        let spec = task(brief);
+        spec.check_inputs("task.yaml", &input_schema).unwrap();
+        let err = task("  brief: {}\n  breif: {}\n")
+            .check_inputs("task.yaml", &input_schema)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did you mean `brief`"), "{err}");
+        // The fields shown: the role's own in its order, then the others.
+        let state = TaskState::initial(&spec, initial, 10);
+        let built = schema.try_build(&spec, &state, &workspace).unwrap();
+        let keys: Vec<&str> = built
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let present = ["instructions", "prd", "task", "plan", "failing"];
+        let mut expected: Vec<&str> = shown
+            .iter()
+            .copied()
+            .filter(|k| present.contains(k))
+            .collect();
+        for k in ["instructions", "prd", "task", "plan", "failing", "notes"] {
+            if !expected.contains(&k) {
+                expected.push(k);
+            }
+        }
+        assert_eq!(keys, expected, "{name}");
+        let files = &built["task"]["files"];
+        if ["builder", "fixer"].contains(&name) {
+            assert_eq!(files[0]["path"], "src/lib.rs");
+            assert!(
+                files[0]["content"].as_str().unwrap().contains("pub fn a()"),
+                "{built:#}"
+            );
+            assert_eq!(files[1], json!({"path": "src/new.rs", "content": null}));
+        } else {
+            assert!(files.is_null(), "{name}: {built:#}");
+        }
+        registry
+            .register_with(Box::new(schema), &agentforge::schemas::BUILTIN_ACTIONS)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            registry.get(name).unwrap().source(),
+            format!("plugin {folder}")
+        );
+    }
+}
+
 #[test]
 fn tool_plugins_run_with_only_the_granted_capabilities() {
     let tmp = tempfile::tempdir().unwrap();
