@@ -340,7 +340,7 @@ pub fn status(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
         .into_iter()
         .rev()
         .find_map(|e| match e.kind {
-            EventKind::Finished { outcome } => Some(outcome),
+            EventKind::Finished { end } => Some(end),
             _ => None,
         });
     print_status(g, &dir, &state, outcome.as_ref())?;
@@ -357,7 +357,7 @@ pub fn render(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
         .into_iter()
         .rev()
         .find_map(|e| match e.kind {
-            EventKind::Finished { outcome } => Some(outcome),
+            EventKind::Finished { end } => Some(end),
             _ => None,
         });
     agentforge::sprint::runner::write_views(&dir, &state, outcome.as_ref()).map_err(failed)?;

@@ -648,11 +648,15 @@ impl Runtime {
     /// Creates a task's folder from its spec, validating the task type and checks first.
     pub fn create_task(&self, spec: &TaskSpec) -> Result<TaskDir, ExecError> {
         let schema = self.schemas.get(&spec.task_type)?;
-        self.checks_for(spec)?;
+        let checks = self.checks_for(spec)?;
         let limit =
             StepLimit::resolve(self.max_steps, spec.max_steps, self.config.limits.max_steps);
         let mut state = TaskState::initial(spec, schema.initial_phase(), limit.base);
         state.step_limit = Some(limit);
+        // Nothing to verify (a value-loop role with no checks yet): verification holds
+        // as it would after running every check, so `complete` is not refused for a
+        // check that does not exist.
+        state.verification.ready_for_completion = checks.is_empty();
         if let Some(plan) = spec.inputs.get("plan") {
             let bad =
                 |e: String| ExecError::Config(format!("task `{}`: inputs.plan: {e}", spec.id));
@@ -1912,6 +1916,12 @@ impl<'r> Executor<'r> {
                 };
                 Ok(match tool.invoke(arguments) {
                     Ok(out) => {
+                        if let (Some(summary), ActionResult::Success) =
+                            (&out.completes_task, out.result)
+                        {
+                            state.status = TaskStatus::Complete;
+                            state.status_reason = Some(bound_text(summary, MAX_REASON_CHARS));
+                        }
                         let mut e = Executed::new(
                             out.result,
                             format!("{name}: {}", first_line(&out.output)),

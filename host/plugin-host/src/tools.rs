@@ -167,6 +167,7 @@ impl WasmTool {
                 WitResult::Skipped => ActionResult::Skipped,
             },
             output: agentforge_core::sanitize::text(&o.output).into_owned(),
+            completes_task: None,
         })
         .map_err(|e| super::clean_line(&e, 2000)))
     }

@@ -103,7 +103,17 @@ impl Git {
     /// Commits every change outside `.agentforge/`; the new commit's hash, or `None`
     /// when nothing changed.
     pub fn commit(&self, message: &str) -> Result<Option<String>, GitError> {
-        self.run(&["add", "-A", "--", ".", ":(exclude).agentforge"])?;
+        self.run(&["add", "-A", "--", "."])?;
+        // The state folders are never committed (whether or not .gitignore says so).
+        self.run(&[
+            "rm",
+            "-r",
+            "--cached",
+            "--quiet",
+            "--ignore-unmatch",
+            "--",
+            ".agentforge",
+        ])?;
         if self.run(&["diff", "--cached", "--quiet"]).is_ok() {
             return Ok(None);
         }

@@ -123,7 +123,7 @@ pub enum EventKind {
     /// The sprint ended (the loop stopped, the exit gate passed, or the pre-loop failed).
     Finished {
         /// How it ended.
-        outcome: runner::SprintOutcome,
+        end: runner::SprintOutcome,
     },
 }
 

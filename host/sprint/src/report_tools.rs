@@ -131,16 +131,20 @@ pub fn apply_recorded(
 /// One report tool offered to a role task.
 pub struct ReportTool {
     spec: ToolSpec,
+    /// An accepted call ends the role task (its one job is this report).
+    completes: bool,
     caller: Caller,
     limits: Limits,
     working: Arc<Mutex<SprintState>>,
 }
 
 impl ReportTool {
-    /// The tools `names`, sharing one working copy of the sprint state (the state
+    /// The tools `names` (an accepted call of `finish_with` ends the task), sharing one
+    /// working copy of the sprint state (the state
     /// before the role task plus the calls it already recorded).
     pub fn set(
         names: &[&'static str],
+        finish_with: Option<&str>,
         caller: &Caller,
         limits: &Limits,
         working: SprintState,
@@ -156,6 +160,7 @@ impl ReportTool {
                         description: spec.description.to_string(),
                         input_schema: spec.parameters,
                     },
+                    completes: finish_with == Some(*n),
                     caller: caller.clone(),
                     limits: limits.clone(),
                     working: working.clone(),
@@ -204,6 +209,7 @@ impl ExtraTool for ReportTool {
         )?;
         Ok(ToolOutcome {
             result: ActionResult::Success,
+            completes_task: self.completes.then(|| output.clone()),
             output,
         })
     }

@@ -92,6 +92,9 @@ pub struct RoleJob {
     pub goal: String,
     /// The report tools it is offered (besides the built-in actions of its phases).
     pub tools: Vec<&'static str>,
+    /// The report whose acceptance ends the task (a role whose one job is that report
+    /// spends no model call on `complete`).
+    pub finish_with: Option<&'static str>,
     /// The brief: `instructions` first, then the state slices it needs.
     pub brief: BTreeMap<String, Value>,
     /// Checks the executor runs (the sprint's verifications, for roles that change code).
@@ -120,10 +123,17 @@ impl RoleJob {
             name: format!("{seq:03}-{}", role.name()),
             goal: goal.into(),
             tools: tools.to_vec(),
+            finish_with: None,
             brief,
             checks: Vec::new(),
             caller,
         }
+    }
+
+    /// Ends the task when `tool`'s call is accepted.
+    pub fn finishing_with(mut self, tool: &'static str) -> RoleJob {
+        self.finish_with = Some(tool);
+        self
     }
 
     /// Adds a brief field.

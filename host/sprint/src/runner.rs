@@ -127,6 +127,9 @@ pub enum RunnerError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// The git safety net (a repository the sprint cannot branch or commit in).
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
     /// A stop was requested (SIGINT / SIGTERM); `resume` continues.
     #[error("interrupted")]
     Interrupted,
@@ -215,11 +218,7 @@ impl<'a> SprintRunner<'a> {
         if let Some(git) = &self.git {
             let branch = format!("agentforge/{}", state.sprint);
             git.ensure_branch(&branch)
-                .and_then(|_| git.commit(&format!("agentforge: sprint {} starts", state.sprint)))
-                .map_err(|e| RunnerError::Setup {
-                    role: Role::Builder,
-                    message: e.to_string(),
-                })?;
+                .and_then(|_| git.commit(&format!("agentforge: sprint {} starts", state.sprint)))?;
         }
         loop {
             if self.stop.is_requested() {
@@ -260,7 +259,7 @@ impl<'a> SprintRunner<'a> {
             .into_iter()
             .rev()
             .find_map(|e| match e.kind {
-                EventKind::Finished { outcome } => Some(outcome),
+                EventKind::Finished { end } => Some(end),
                 _ => None,
             }))
     }
@@ -277,7 +276,7 @@ impl<'a> SprintRunner<'a> {
             self.dir.append(&Event {
                 seq,
                 kind: EventKind::Finished {
-                    outcome: outcome.clone(),
+                    end: outcome.clone(),
                 },
                 outcome: describe(&outcome),
                 role_tasks: vec![],
@@ -361,6 +360,7 @@ impl<'a> SprintRunner<'a> {
         );
         rt.tools.extend(crate::report_tools::ReportTool::set(
             &job.tools,
+            job.finish_with,
             &job.caller,
             &self.limits,
             working,
@@ -752,10 +752,11 @@ impl<'a> SprintRunner<'a> {
                         seq,
                         "group the failing verifications by root cause",
                         &["report_triage"],
-                        "Several verifications fail. Group them by root cause with report_triage (each failing verification in exactly one root cause, priority 1 first). Then call complete.",
+                        "Several verifications fail. Group them by root cause with report_triage (each failing verification in exactly one root cause, priority 1 first). The accepted report ends your task.",
                         caller(TaskSource::Plan, None),
                     )
-                    .with("failing", roles::failing_brief(&s, &failing));
+                    .with("failing", roles::failing_brief(&s, &failing))
+                    .finishing_with("report_triage");
                     let r = self.run_job(&job, &s).await?;
                     s = r.state.clone();
                     triage = r.produced.triage.clone();
@@ -821,11 +822,12 @@ impl<'a> SprintRunner<'a> {
                     seq,
                     "find what the fixes missed",
                     &["report_research"],
-                    "Every fix attempt for these verifications failed. Research why: read the code, the errors, the documentation the project ships. Call report_research with what to do differently (topic, findings, sources, the verification ids). Then call complete.",
+                    "Every fix attempt for these verifications failed. Research why: read the code, the errors, the documentation the project ships. Call report_research with what to do differently (topic, findings, sources, the verification ids). The accepted report ends your task.",
                     caller(TaskSource::Plan, None),
                 )
                 .with("failing", roles::failing_brief(&s, &ids))
-                .with("research", self.research_so_far()?);
+                .with("research", self.research_so_far()?)
+                .finishing_with("report_research");
                 let r = self.run_job(&job, &s).await?;
                 s = r.state.clone();
                 jobs.push(r);
@@ -874,11 +876,7 @@ impl<'a> SprintRunner<'a> {
                         .cloned()
                         .collect();
                     if broke.is_empty() {
-                        let commit = self.commit(&format!(
-                            "{}: task {} ({})",
-                            s.sprint, task.id, task.description
-                        ));
-                        format!("task {} done{commit}", task.id)
+                        format!("task {} done", task.id)
                     } else if let Some(git) = &self.git {
                         // The task broke what passed: back to the last verified commit.
                         let _ = git.rollback();
@@ -953,6 +951,24 @@ impl<'a> SprintRunner<'a> {
                 }
             }
         };
+        // The git safety net: what the iteration changed is one commit, unless it broke
+        // a verification that passed before (a rolled-back task left nothing to commit).
+        let broke_baseline = state.regression_baseline.iter().any(|id| {
+            state
+                .verification(id)
+                .is_some_and(|v| v.status == VerificationStatus::Passed)
+                && s.verification(id)
+                    .is_some_and(|v| v.status == VerificationStatus::Failed)
+        });
+        let outcome = if broke_baseline || matches!(action, LoopAction::RunQc) {
+            outcome
+        } else {
+            let commit = self.commit(&format!(
+                "{} iteration {}: {}",
+                s.sprint, s.iteration, outcome
+            ));
+            format!("{outcome}{commit}")
+        };
         // Accounting, measured.
         let tokens: u64 = jobs.iter().map(|j| j.tokens).sum();
         s.tokens_used += tokens;
@@ -1024,9 +1040,9 @@ impl<'a> SprintRunner<'a> {
             "use the deliverable as its user would and score the value delivered",
             &["report_eval_finding", "report_vrc"],
             if full {
-                "Exit gate: every verification was just re-run (see verifications). Use the deliverable as its user would: run it, read it, try the PRD's scenarios. Report each problem with report_eval_finding, then one full report_vrc (deliverables, value score 0..1, gaps, recommendation SHIP_READY only if the vision's value is delivered). Then call complete."
+                "Exit gate: every verification was just re-run (see verifications). Use the deliverable as its user would: run it, read it, try the PRD's scenarios. Report each problem with report_eval_finding, then one full report_vrc (deliverables, value score 0..1, gaps, recommendation SHIP_READY only if the vision's value is delivered). The accepted VRC ends your task."
             } else {
-                "Use the deliverable as its user would: run it, read it, try the PRD's scenarios. Report each problem with report_eval_finding (critical and blocking ones become tasks), then report_vrc with your value score and recommendation. Then call complete."
+                "Use the deliverable as its user would: run it, read it, try the PRD's scenarios. Report each problem with report_eval_finding (critical and blocking ones become tasks), then report_vrc with your value score and recommendation; the accepted VRC ends your task."
             },
             Caller {
                 iteration: s.iteration,
@@ -1039,7 +1055,8 @@ impl<'a> SprintRunner<'a> {
         .with("prd", Value::String(prd.to_string()))
         .with("plan", roles::plan_brief(s))
         .with("verifications", roles::verifications_brief(s))
-        .with_checks(&s.verifications);
+        .with_checks(&s.verifications)
+        .finishing_with("report_vrc");
         let mut r = self.run_job(&job, s).await?;
         let iteration = s.iteration;
         match r.state.vrc_history.last_mut() {
@@ -1325,32 +1342,35 @@ fn gate_job(
             seq,
             "judge whether the vision can be delivered as written",
             &["report_vision_validation"],
-            "Judge VISION.md: is the outcome clear, valuable to its user, achievable in this workspace and provable? Call report_vision_validation once: PASS, or NEEDS_REVISION with each issue HARD (value cannot be delivered as written) or SOFT (worth fixing, not blocking). Then call complete.",
+            "Judge VISION.md: is the outcome clear, valuable to its user, achievable in this workspace and provable? Call report_vision_validation once: PASS, or NEEDS_REVISION with each issue HARD (value cannot be delivered as written) or SOFT (worth fixing, not blocking). The accepted report ends your task.",
             caller,
         )
-        .with("vision", Value::String(vision.to_string())),
+        .with("vision", Value::String(vision.to_string()))
+        .finishing_with("report_vision_validation"),
         "discovery" => RoleJob::new(
             Role::Classifier,
             seq,
             "discover the context the sprint works in",
             &["report_discovery"],
-            "Discover the context: what the deliverable is, the project type, whether the codebase is greenfield or existing, the tools available (see workspace), the services it needs, and how value will be proven (the commands). Read files if needed. Call report_discovery once, then complete.",
+            "Discover the context: what the deliverable is, the project type, whether the codebase is greenfield or existing, the tools available (see workspace), the services it needs, and how value will be proven (the commands). Read files if needed. Call report_discovery once; the accepted report ends your task.",
             caller,
         )
         .with("vision", Value::String(vision.to_string()))
         .with("prd", Value::String(prd.to_string()))
-        .with("workspace", workspace_survey(workspace)),
+        .with("workspace", workspace_survey(workspace))
+        .finishing_with("report_discovery"),
         "prd_critique" => RoleJob::new(
             Role::Critic,
             seq,
             "critique the PRD before any plan is made",
             &["report_critique"],
-            "Critique PRD.md against the vision and the discovered context: APPROVE, AMEND (with amendments), DESCOPE (what to drop) or REJECT (it cannot deliver the vision; say why). Call report_critique once, then complete.",
+            "Critique PRD.md against the vision and the discovered context: APPROVE, AMEND (with amendments), DESCOPE (what to drop) or REJECT (it cannot deliver the vision; say why). Call report_critique once; the accepted report ends your task.",
             caller,
         )
         .with("vision", Value::String(vision.to_string()))
         .with("prd", Value::String(prd.to_string()))
-        .with("discovery", discovery),
+        .with("discovery", discovery)
+        .finishing_with("report_critique"),
         "plan" => RoleJob::new(
             Role::Planner,
             seq,
@@ -1369,12 +1389,13 @@ fn gate_job(
             seq,
             "review the plan once before the work starts",
             &["report_critique"],
-            "Review the plan once, for everything the seed's seven gates check: sources sound (CRAAP), tasks clear (CLARITY), each acceptance provable (VALIDATE), tasks connected to the PRD and each other (CONNECT), what would break (BREAK), what to cut (PRUNE), tidy (TIDY). Call report_critique once: APPROVE, AMEND (reasons), DESCOPE (descoped_tasks) or REJECT (the plan must be redone). Then call complete.",
+            "Review the plan once, for everything the seed's seven gates check: sources sound (CRAAP), tasks clear (CLARITY), each acceptance provable (VALIDATE), tasks connected to the PRD and each other (CONNECT), what would break (BREAK), what to cut (PRUNE), tidy (TIDY). Call report_critique once: APPROVE, AMEND (reasons), DESCOPE (descoped_tasks) or REJECT (the plan must be redone). The accepted report ends your task.",
             caller,
         )
         .with("vision", Value::String(vision.to_string()))
         .with("prd", Value::String(prd.to_string()))
-        .with("plan", roles::plan_brief(s)),
+        .with("plan", roles::plan_brief(s))
+        .finishing_with("report_critique"),
     }
 }
 

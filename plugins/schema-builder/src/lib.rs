@@ -16,7 +16,7 @@
 use agentforge_plugin_sdk::serde_json::{self, json, Value};
 use agentforge_plugin_sdk::{export_schema, CurrentState, Schema, SchemaInfo};
 
-/// The phase graph: analyze -> implement <-> verify, `complete` requiring the `ready`
+/// The phase graph: analyze -> implement (no verify phase: with no verification yet, `ready` holds from the start and would skip the work), `complete` requiring the `ready`
 /// condition (verification passing).
 const GRAPH: &str = include_str!("../graph.json");
 
@@ -53,10 +53,9 @@ const ROLE: &str = "You are the builder of a value loop: you build the one sprin
 const FOOT: &str = "\n\nYou have no memory between steps: everything you know is in the context below.\n\nActions available: {{ actions | join(\", \") }}";
 
 /// What to do in each phase.
-const PHASES: [(&str, &str); 3] = [
+const PHASES: [(&str, &str); 2] = [
     ("analyze", "Understand before changing anything: read the task, the files shown and the code involved, or run the checks to see where things stand. The next phase lets you edit."),
-    ("implement", "Make the smallest change that does it with edit_file (exact old text -> new text), replace_lines or write_file. The checks run after every change and a change that breaks a passing check is reverted; if an edit fails, read the file again. Escalate if stuck after 3 different approaches."),
-    ("verify", "All checks pass: confirm the criteria are met, call the report tool the instructions name, then complete. If something is still wrong, run the checks again: the task returns to implement when a check fails."),
+    ("implement", "Make the smallest change that does it with edit_file (exact old text -> new text), replace_lines or write_file. The checks run after every change and a change that breaks a passing check is reverted; if an edit fails, read the file again. When the task is built and the checks pass, call the report tool the instructions name, then complete. Escalate if stuck after 3 different approaches."),
 ];
 
 /// The task type.
@@ -187,16 +186,9 @@ mod tests {
         let phases = &info.phase_graph["phases"];
         assert_eq!(
             names(phases),
-            [
-                "analyze",
-                "implement",
-                "verify",
-                "complete",
-                "failed",
-                "escalated"
-            ]
+            ["analyze", "implement", "complete", "failed", "escalated"]
         );
-        // `complete` is offered in implement and verify, requiring `ready`.
+        // `complete` is offered in implement, requiring `ready`.
         let completes: Vec<&Value> = phases
             .as_array()
             .unwrap()
@@ -204,7 +196,7 @@ mod tests {
             .flat_map(|p| p["actions"].as_array().unwrap())
             .filter(|a| a["name"] == "complete")
             .collect();
-        assert_eq!(completes.len(), 2);
+        assert_eq!(completes.len(), 1);
         for a in completes {
             assert_eq!(a["requires"]["condition"], "ready", "{a}");
         }
@@ -214,14 +206,7 @@ mod tests {
     fn each_phase_has_the_roles_prompt() {
         let prompts = Builder::describe().prompts;
         let names: Vec<&str> = prompts.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "builder.analyze.j2",
-                "builder.implement.j2",
-                "builder.verify.j2"
-            ]
-        );
+        assert_eq!(names, ["builder.analyze.j2", "builder.implement.j2"]);
         for (_, t) in &prompts {
             assert!(t.contains("You are the builder of a value loop"), "{t}");
             for part in [

@@ -11,7 +11,7 @@
 use agentforge_plugin_sdk::serde_json::{self, Value};
 use agentforge_plugin_sdk::{export_schema, CurrentState, Schema, SchemaInfo};
 
-/// The phase graph: analyze -> implement <-> verify, like `write_tests`, but `complete` has no
+/// The phase graph: analyze -> implement (no verify phase: with no verification yet, `ready` holds from the start and would skip the work), like `write_tests`, but `complete` has no
 /// precondition: a new test of work not built yet fails.
 const GRAPH: &str = include_str!("../graph.json");
 
@@ -45,10 +45,9 @@ const ROLE: &str = "You are the QC author of a value loop: you write the tests t
 const FOOT: &str = "\n\nYou have no memory between steps: everything you know is in the context below.\n\nActions available: {{ actions | join(\", \") }}";
 
 /// What to do in each phase.
-const PHASES: [(&str, &str); 3] = [
+const PHASES: [(&str, &str); 2] = [
     ("analyze", "Understand before writing: read the plan, the PRD, the existing tests and the code they exercise. The next phase lets you write."),
     ("implement", "Write the tests with write_file, edit_file or replace_lines, following the existing test patterns. The checks run after every change; a test of work not built yet may fail. When the tests are written, call the report tool the instructions name, then complete."),
-    ("verify", "The checks pass: confirm every acceptance criterion has its test, call the report tool the instructions name, then complete."),
 ];
 
 /// The task type.
@@ -137,16 +136,9 @@ mod tests {
         let phases = &info.phase_graph["phases"];
         assert_eq!(
             names(phases),
-            [
-                "analyze",
-                "implement",
-                "verify",
-                "complete",
-                "failed",
-                "escalated"
-            ]
+            ["analyze", "implement", "complete", "failed", "escalated"]
         );
-        // `complete` is offered in implement and verify, with no precondition.
+        // `complete` is offered in implement, with no precondition.
         let completes: Vec<&Value> = phases
             .as_array()
             .unwrap()
@@ -154,7 +146,7 @@ mod tests {
             .flat_map(|p| p["actions"].as_array().unwrap())
             .filter(|a| a["name"] == "complete")
             .collect();
-        assert_eq!(completes.len(), 2);
+        assert_eq!(completes.len(), 1);
         for a in completes {
             assert!(a.get("requires").is_none(), "{a}");
         }
@@ -164,14 +156,7 @@ mod tests {
     fn each_phase_has_the_roles_prompt() {
         let prompts = QcAuthor::describe().prompts;
         let names: Vec<&str> = prompts.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "qc_author.analyze.j2",
-                "qc_author.implement.j2",
-                "qc_author.verify.j2"
-            ]
-        );
+        assert_eq!(names, ["qc_author.analyze.j2", "qc_author.implement.j2"]);
         for (_, t) in &prompts {
             assert!(t.contains("You are the QC author of a value loop"), "{t}");
             for part in [

@@ -53,6 +53,10 @@ pub struct ToolOutcome {
     pub result: ActionResult,
     /// Its output, shown to the model.
     pub output: String,
+    /// The call finishes the task (complete, with this summary): a value-loop role
+    /// whose one job is a report ends with it instead of spending a model call on
+    /// `complete`.
+    pub completes_task: Option<String>,
 }
 
 /// Errors of the workspace and snapshot machinery (file actions themselves report

@@ -1,0 +1,1 @@
+//! slugkit: URL slugs from titles.
