@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the bundled example end to end: a fresh copy of examples/fix-failing-test/project,
+# Runs the bundled examples end to end. First the task: a fresh copy of examples/fix-failing-test/project,
 # real files, real `cargo test` and `cargo clippy`, real task state on disk, with the
 # model's side answered by the recorded session (replay provider).
 #
@@ -37,4 +37,32 @@ echo "exit code: $status (0 = complete)"
 echo "task state: $demo/.agentforge/tasks/fix-word-count/ (state.yaml, actions.jsonl, artifacts/)"
 echo "the fixed code:"
 sed -n '3,6p' "$demo/src/lib.rs"
-exit $status
+[ "$status" -eq 0 ] || exit "$status"
+
+# The value loop: a sprint from examples/sprint-slugkit's VISION.md and PRD.md to a
+# delivered crate. Every role (critic, classifier, planner, builder, QC author, fixer,
+# evaluator) is a task on the same executor; its answers come from the recorded
+# session (one file per role task); the verifications are real `cargo test` and
+# `cargo clippy` runs; the workspace is a git repository, so each iteration that
+# changed files is one commit on the sprint's branch.
+sprint="$root/examples/sprint-slugkit"
+sprint_demo="$root/target/agentforge-sprint-demo"
+echo
+echo "== running the example sprint (examples/sprint-slugkit) ==" >&2
+rm -rf "$sprint_demo"
+mkdir -p "$sprint_demo"
+cp -R "$sprint/project/." "$sprint_demo/"
+git -C "$sprint_demo" init -q
+git -C "$sprint_demo" add -A
+git -C "$sprint_demo" -c user.name=demo -c user.email=demo@localhost commit -q -m "slugkit: empty crate"
+set +e
+"$root/target/debug/agentforge" --workspace "$sprint_demo" run "$sprint" \
+    --replay "$sprint/session" --plugins "$root/plugins" --strict "$@"
+sprint_status=$?
+set -e
+echo
+echo "exit code: $sprint_status (0 = delivered, 2 = partial value, 1 = failed)"
+echo "sprint folder: $sprint_demo/.agentforge/sprints/sprint-slugkit/ (sprint.json, iterations.jsonl, DELIVERY_REPORT.md)"
+echo "commits on the sprint's branch:"
+git -C "$sprint_demo" log --oneline
+exit $sprint_status
