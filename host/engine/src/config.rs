@@ -538,6 +538,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_role_gets_its_own_model_and_step_budget_over_the_provider() {
+        let c = Config::parse(
+            "[provider]\nkind = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:1\"\n\
+             [value_loop.limits]\nmax_iterations = 60\n\
+             [value_loop.roles.evaluator]\nprovider = \"openai\"\nmodel = \"judge\"\nmax_steps = 7\nmax_output_tokens = 900\n",
+            "agentforge.toml",
+        )
+        .unwrap();
+        let e = c.for_role("evaluator");
+        assert_eq!(e.provider.kind, ProviderKind::Openai);
+        assert_eq!(e.provider.model, "judge");
+        // The base URL belonged to the other provider.
+        assert_eq!(e.provider.base_url, None);
+        assert_eq!(e.limits.max_steps, 7);
+        assert_eq!(e.provider.max_output_tokens, 900);
+        let b = c.for_role("builder");
+        assert_eq!(b.provider, c.provider);
+        assert_eq!(c.value_loop.limits.max_iterations, Some(60));
+    }
+
+    #[test]
+    fn an_unknown_role_and_a_bound_above_its_ceiling_are_refused_by_name() {
+        let refused = |text: &str| {
+            Config::parse(text, "agentforge.toml")
+                .unwrap()
+                .validate("agentforge.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused("[value_loop.roles.tester]\nmodel = \"m\"\n");
+        assert!(
+            e.contains("value_loop.roles.tester") && e.contains("evaluator"),
+            "{e}"
+        );
+        let e = refused("[value_loop.limits]\nmax_fix_attempts = 50\n");
+        assert!(e.contains("value_loop.limits"), "{e}");
+    }
+
+    #[test]
     fn empty_file_gives_defaults() {
         let c = Config::parse("", "agentforge.toml").unwrap();
         assert_eq!(c, Config::default());

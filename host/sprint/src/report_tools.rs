@@ -218,3 +218,144 @@ impl ExtraTool for ReportTool {
         "the value loop (report tool)".to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentforge_core::state::TaskState;
+    use agentforge_core::task::TaskSpec;
+    use agentforge_value_loop::state::TaskSource;
+    use serde_json::json;
+
+    fn caller() -> Caller {
+        Caller {
+            iteration: 0,
+            task: None,
+            source: TaskSource::Plan,
+            gate: Some("plan".into()),
+        }
+    }
+
+    fn record(step: u64, action: &str, parameters: Value, result: ActionResult) -> ActionRecord {
+        let spec = TaskSpec::parse("id: t\ntask_type: planner\ngoal: g\n", "test").unwrap();
+        ActionRecord {
+            step,
+            phase: "review".into(),
+            action: action.into(),
+            target: None,
+            parameters,
+            result,
+            summary: String::new(),
+            error: None,
+            duration_ms: 0,
+            timestamp: String::new(),
+            context_tokens: 0,
+            usage: Default::default(),
+            output_artifact: None,
+            output_hash: None,
+            output_len: None,
+            loop_detection: None,
+            file_hashes: Default::default(),
+            state_after: TaskState::initial(&spec, "review", 10),
+        }
+    }
+
+    fn add(id: &str, description: &str) -> Value {
+        json!({"action": "add", "task_id": id, "description": description,
+               "value": "v", "acceptance": "a"})
+    }
+
+    #[test]
+    fn only_accepted_calls_of_the_jobs_tools_reach_the_state_in_step_order() {
+        let records = vec![
+            record(
+                1,
+                MANAGE_TASK,
+                add("T1", "parse the input file"),
+                ActionResult::Success,
+            ),
+            // Refused when it ran (recorded as a failure): never applied.
+            record(
+                2,
+                MANAGE_TASK,
+                add("T9", "render the report"),
+                ActionResult::Failure,
+            ),
+            // Not one of this job's tools.
+            record(3, "report_vrc", json!({}), ActionResult::Success),
+            record(
+                4,
+                MANAGE_TASK,
+                add("T2", "write the export command"),
+                ActionResult::Success,
+            ),
+        ];
+        let mut s = SprintState::new("s");
+        let produced = apply_recorded(
+            &records,
+            &[MANAGE_TASK],
+            &caller(),
+            &mut s,
+            &Limits::default(),
+        );
+        let ids: Vec<&str> = s.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["T1", "T2"]);
+        assert_eq!(produced.calls, [MANAGE_TASK, MANAGE_TASK]);
+        // Applying the same log again to the same state gives the same state: a resumed
+        // runner computes exactly what the interrupted one would have.
+        let mut again = SprintState::new("s");
+        apply_recorded(
+            &records,
+            &[MANAGE_TASK],
+            &caller(),
+            &mut again,
+            &Limits::default(),
+        );
+        assert_eq!(again, s);
+    }
+
+    #[test]
+    fn a_call_the_log_would_shorten_is_refused() {
+        let mut s = SprintState::new("s");
+        let long = "x".repeat(MAX_LOGGED_STRING_CHARS + 1);
+        let err = apply_call(
+            MANAGE_TASK,
+            &add("T1", &long),
+            &caller(),
+            &mut s,
+            &Limits::default(),
+            &mut Produced::default(),
+        )
+        .unwrap_err();
+        assert!(err.starts_with("VALIDATION_ERROR:"), "{err}");
+        assert!(err.contains("longer than"), "{err}");
+        assert!(s.tasks.is_empty());
+    }
+
+    #[test]
+    fn the_tool_answers_from_its_working_copy_and_only_its_report_ends_the_task() {
+        let tools = ReportTool::set(
+            &[MANAGE_TASK, "report_critique"],
+            Some("report_critique"),
+            &caller(),
+            &Limits::default(),
+            SprintState::new("s"),
+        );
+        assert_eq!(tools.len(), 2);
+        let manage = &tools[0];
+        let ok = manage.invoke(&add("T1", "parse the input file")).unwrap();
+        assert_eq!(ok.result, ActionResult::Success);
+        assert_eq!(ok.completes_task, None);
+        // The working copy saw T1: a near-duplicate is refused with the reason.
+        let dup = manage
+            .invoke(&add("T2", "parse the input file"))
+            .unwrap_err();
+        assert!(dup.starts_with("VALIDATION_ERROR:"), "{dup}");
+        let bad = tools[1].invoke(&json!({"verdict": "MAYBE"})).unwrap_err();
+        assert!(bad.contains("VALIDATION_ERROR"), "{bad}");
+        let done = tools[1]
+            .invoke(&json!({"verdict": "APPROVE", "reasons": ["sound"], "summary": "ok"}))
+            .unwrap();
+        assert!(done.completes_task.is_some());
+    }
+}
