@@ -274,7 +274,27 @@ impl SprintDir {
 
     /// The number the next event must carry.
     pub fn next_seq(&self) -> Result<u64, SprintStoreError> {
-        Ok(self.read_events()?.last().map_or(1, |e| e.seq + 1))
+        Ok(self.last_event()?.map_or(1, |e| e.seq + 1))
+    }
+
+    /// The last recorded event, parsing only the log's last line (the log grows by one
+    /// state per event: reading it all each iteration would cost O(n) per iteration).
+    pub fn last_event(&self) -> Result<Option<Event>, SprintStoreError> {
+        let p = self.log_path();
+        let text = match fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("cannot read", &p)(e)),
+        };
+        let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
+            return Ok(None);
+        };
+        serde_json::from_str(line)
+            .map(Some)
+            .map_err(|e| SprintStoreError::Corrupt {
+                path: p.display().to_string(),
+                message: format!("last line: {e}"),
+            })
     }
 
     /// Records an event: one appended line, fsynced (the event is done when this

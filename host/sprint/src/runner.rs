@@ -1130,7 +1130,13 @@ impl<'a> SprintRunner<'a> {
     /// The research briefs of earlier iterations (from their researchers' logs).
     fn research_so_far(&self) -> Result<Value, RunnerError> {
         let mut out = Vec::new();
-        for e in self.dir.read_events()? {
+        // Only the research iterations' lines are parsed (the log holds a state per line).
+        let text = std::fs::read_to_string(self.dir.log_path()).unwrap_or_default();
+        let events = text
+            .lines()
+            .filter(|l| l.contains("\"RESEARCH\""))
+            .filter_map(|l| serde_json::from_str::<Event>(l).ok());
+        for e in events {
             let EventKind::Iteration {
                 decision:
                     Decision::Act {
@@ -1165,12 +1171,11 @@ impl<'a> SprintRunner<'a> {
 
     /// The process monitor as the last recorded iteration left it.
     fn last_monitor(&self) -> Result<ProcessMonitor, RunnerError> {
+        // Every iteration event carries the monitor; a gate event (the pre-loop) none.
         Ok(self
             .dir
-            .read_events()?
-            .into_iter()
-            .rev()
-            .find_map(|e| e.monitor)
+            .last_event()?
+            .and_then(|e| e.monitor)
             .unwrap_or_default())
     }
 
