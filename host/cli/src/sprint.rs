@@ -244,6 +244,7 @@ async fn drive(
         RunOptions {
             progress: !flags.quiet,
             confirm_pause,
+            plan_gates: factory.config.value_loop.plan_gates.clone(),
         },
         stop,
     );

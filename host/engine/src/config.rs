@@ -80,7 +80,26 @@ pub struct ValueLoopConfig {
     pub limits: agentforge_value_loop::limits::LimitsConfig,
     /// Model routing per role; a role not named uses `[provider]`.
     pub roles: std::collections::BTreeMap<String, RoleConfig>,
+    /// Plan gates run after the one plan review, in order (none by default): the seed's
+    /// `craap`, `clarity`, `validate`, `connect`, `break`, `prune`, `tidy`, `blockers`
+    /// (a critic task each, able to amend the plan through `manage_task`), `preflight`
+    /// (the host checks the discovered tools and commands), or the task type of a
+    /// context-schema plugin the project brings (its own gate).
+    pub plan_gates: Vec<String>,
 }
+
+/// The plan gates the host knows (see [`ValueLoopConfig::plan_gates`]).
+pub const BUILTIN_PLAN_GATES: &[&str] = &[
+    "craap",
+    "clarity",
+    "validate",
+    "connect",
+    "break",
+    "prune",
+    "tidy",
+    "blockers",
+    "preflight",
+];
 
 /// `[value_loop.roles.<role>]`: what differs from `[provider]` for one role.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -443,6 +462,23 @@ impl Config {
             .map_err(|e| err("tools.protected", e.to_string()))?;
         agentforge_value_loop::Limits::new(&self.value_loop.limits)
             .map_err(|e| err("value_loop.limits", e.to_string()))?;
+        let mut seen = std::collections::BTreeSet::new();
+        for gate in &self.value_loop.plan_gates {
+            let valid = !gate.is_empty()
+                && gate
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+            if !valid || !seen.insert(gate.clone()) {
+                return Err(err(
+                    "value_loop.plan_gates",
+                    format!(
+                        "`{gate}` is {}; name a gate once: {} or the task type of a context-schema plugin",
+                        if valid { "listed twice" } else { "not a gate name" },
+                        BUILTIN_PLAN_GATES.join(", ")
+                    ),
+                ));
+            }
+        }
         for (name, role) in &self.value_loop.roles {
             if !VALUE_LOOP_ROLES.contains(&name.as_str()) {
                 return Err(err(

@@ -83,8 +83,10 @@ impl fmt::Display for Role {
 /// One role task to run: what the runner hands to the executor.
 #[derive(Debug, Clone)]
 pub struct RoleJob {
-    /// The role (and task type).
+    /// The role (and task type, unless [`RoleJob::task_type`] names another).
     pub role: Role,
+    /// A task type other than the role's (a project's own plan-gate plugin).
+    pub task_type: Option<String>,
     /// Its name inside the sprint, `<seq>-<role>` (the task id is `<sprint>-<name>`, a
     /// recorded session for it is `<name>.jsonl`).
     pub name: String,
@@ -120,6 +122,7 @@ impl RoleJob {
         );
         RoleJob {
             role,
+            task_type: None,
             name: format!("{seq:03}-{}", role.name()),
             goal: goal.into(),
             tools: tools.to_vec(),
@@ -162,7 +165,10 @@ impl RoleJob {
         inputs.insert("brief".to_string(), Value::Object(brief));
         TaskSpec {
             id: format!("{sprint}-{}", self.name),
-            task_type: self.role.name().to_string(),
+            task_type: self
+                .task_type
+                .clone()
+                .unwrap_or_else(|| self.role.name().to_string()),
             goal: self.goal.clone(),
             success_criteria: if self.tools.is_empty() {
                 vec!["the work is done and checked".into()]

@@ -151,6 +151,25 @@ pub struct RunOptions {
     /// The person says the paused-for action is done (for a pause without a command
     /// that can check it).
     pub confirm_pause: bool,
+    /// Plan gates after the plan review (`[value_loop] plan_gates`).
+    pub plan_gates: Vec<String>,
+}
+
+/// What each of the seed's plan gates asks of the critic (section 4.6).
+const PLAN_GATE_CHECKS: &[(&str, &str)] = &[
+    ("craap", "CRAAP: critique the plan, its risks, the flow between tasks, its alignment with the vision and the perspectives it misses."),
+    ("clarity", "CLARITY: two developers given a task must build the same thing; sharpen every ambiguous description or acceptance criterion (manage_task modify)."),
+    ("validate", "VALIDATE: every PRD requirement has a task that delivers it; add the missing ones (manage_task add)."),
+    ("connect", "CONNECT: no island features; add the integration tasks that connect the pieces for the user."),
+    ("break", "BREAK: pre-mortem; the sprint failed: find the boundaries, runtime conditions, edge cases and assumptions that would break it, and change the plan so they cannot."),
+    ("prune", "PRUNE: simplify without losing value; descope or merge what the vision does not need."),
+    ("tidy", "TIDY: prepare the codebase first (Kent Beck's tidy first); add the preparation tasks the plan needs before building."),
+    ("blockers", "BLOCKERS: a task marked as needing a person often is not; reclassify the ones the agent can do itself, and name the pre-conditions a person must really meet."),
+];
+
+/// The gate name a plan gate has in the state and the log.
+fn plan_gate_key(name: &str) -> String {
+    format!("plan_gate:{name}")
 }
 
 /// What one role task gave.
@@ -438,14 +457,16 @@ impl<'a> SprintRunner<'a> {
         &self,
         state: &mut SprintState,
     ) -> Result<Option<SprintOutcome>, RunnerError> {
-        let Some(gate) = PRE_LOOP_GATES
+        let gates: Vec<String> = PRE_LOOP_GATES
             .iter()
-            .copied()
-            .find(|g| !state.gate_passed(g))
-        else {
+            .map(|g| g.to_string())
+            .chain(self.opts.plan_gates.iter().map(|g| plan_gate_key(g)))
+            .collect();
+        let Some(gate) = gates.iter().find(|g| !state.gate_passed(g)) else {
             state.phase = SprintPhase::ValueLoop;
             return Ok(None);
         };
+        let gate = gate.as_str();
         let events = self.dir.read_events()?;
         let attempts = events
             .iter()
@@ -499,13 +520,35 @@ impl<'a> SprintRunner<'a> {
             }
             return Ok(None);
         }
+        if gate == plan_gate_key("preflight") {
+            let problems = preflight(state, &self.workspace).await;
+            let mut after = state.clone();
+            let verdict = if problems.is_empty() {
+                after.gates_passed.insert(gate.to_string());
+                "PASS".to_string()
+            } else {
+                format!("FAIL: {}", problems.join("; "))
+            };
+            self.say(format!("[pre-loop] gate `{gate}`: {verdict}"));
+            self.record(seq, gate_event(gate, &verdict), verdict, &[], None, &after)?;
+            *state = after;
+            return Ok((!problems.is_empty()).then(|| SprintOutcome::Paused {
+                instructions: format!(
+                    "preflight: {}; make them available and resume",
+                    problems.join("; ")
+                ),
+            }));
+        }
         let caller = Caller {
             iteration: 0,
             task: None,
             source: TaskSource::Plan,
             gate: Some(gate.to_string()),
         };
-        let job = gate_job(gate, seq, state, &vision, &prd, &self.workspace, caller);
+        let job = match gate.strip_prefix("plan_gate:") {
+            Some(name) => plan_gate_job(name, seq, state, &vision, &prd, caller),
+            None => gate_job(gate, seq, state, &vision, &prd, &self.workspace, caller),
+        };
         let result = self.run_job(&job, state).await?;
         let mut after = result.state.clone();
         after.tokens_used += result.tokens;
@@ -1480,19 +1523,93 @@ fn judge_gate(
             }
         }
         _ => match new_critique() {
-            Some(c) if c.verdict == CritiqueVerdict::Reject => {
+            Some(c) if gate == "plan_review" && c.verdict == CritiqueVerdict::Reject => {
                 // Redo the plan (its own attempts bound this).
                 after.tasks.retain(|t| t.source != TaskSource::Plan);
                 after.gates_passed.remove("plan");
                 after.gates_passed.remove("plan_generated");
                 ("REJECT: the plan is redone".into(), None)
             }
-            Some(c) => {
-                let (v, o) = pass(after, format!("{:?}", c.verdict).to_uppercase());
-                after.phase = SprintPhase::ValueLoop;
-                (v, o)
+            Some(c) if gate == "plan_review" => {
+                pass(after, format!("{:?}", c.verdict).to_uppercase())
             }
+            // A plan gate that rejects the plan runs again (its attempts bound it).
+            Some(c) if c.verdict == CritiqueVerdict::Reject => {
+                (format!("REJECT: {}", c.reasons.join("; ")), None)
+            }
+            Some(c) => pass(after, format!("{:?}", c.verdict).to_uppercase()),
             None => ("no report".into(), None),
         },
     }
+}
+
+/// The role task of an opt-in plan gate: the critic with the seed's check for a
+/// built-in gate, or the project's own task type for another name.
+fn plan_gate_job(
+    name: &str,
+    seq: u64,
+    s: &SprintState,
+    vision: &str,
+    prd: &str,
+    caller: Caller,
+) -> RoleJob {
+    let check = PLAN_GATE_CHECKS
+        .iter()
+        .find(|(g, _)| *g == name)
+        .map(|(_, c)| c.to_string());
+    let instructions = format!(
+        "{} Amend the plan where needed with manage_task (add, modify, or modify status descoped), then call report_critique once with your verdict (APPROVE, AMEND with reasons, DESCOPE, or REJECT when the plan cannot deliver the vision as it stands); the accepted report ends your task.",
+        check.clone().unwrap_or_else(|| format!("Plan gate `{name}`: check the plan as your task type defines."))
+    );
+    let mut job = RoleJob::new(
+        Role::Critic,
+        seq,
+        format!("plan gate {name}"),
+        &[MANAGE_TASK, "report_critique"],
+        instructions,
+        caller,
+    )
+    .with("vision", Value::String(vision.to_string()))
+    .with("prd", Value::String(prd.to_string()))
+    .with(
+        "discovery",
+        serde_json::to_value(&s.discovery).unwrap_or(Value::Null),
+    )
+    .with("plan", roles::plan_brief(s))
+    .finishing_with("report_critique");
+    if check.is_none() {
+        job.task_type = Some(name.to_string());
+    }
+    job
+}
+
+/// The host's preflight: every tool discovery named is on PATH, and so is the program
+/// of every verification command it proposed. The problems found.
+async fn preflight(s: &SprintState, workspace: &Path) -> Vec<String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let on_path = |name: &str| {
+        name.contains('/') && workspace.join(name).exists()
+            || std::env::split_paths(&path).any(|d| d.join(name).is_file())
+    };
+    let mut problems = Vec::new();
+    let Some(d) = &s.discovery else {
+        return vec!["no discovery was recorded".to_string()];
+    };
+    for tool in &d.tools {
+        let program = tool.split_whitespace().next().unwrap_or_default();
+        if !program.is_empty() && !on_path(program) {
+            problems.push(format!("tool `{program}` is not on PATH"));
+        }
+    }
+    for cmd in &d.verification_commands {
+        let program = cmd
+            .split_whitespace()
+            .find(|w| !w.contains('='))
+            .unwrap_or_default();
+        let shell_word = matches!(program, "cd" | "test" | "[" | "true" | "false" | "echo");
+        if !program.is_empty() && !shell_word && !on_path(program) {
+            problems.push(format!("`{program}` (of `{cmd}`) is not on PATH"));
+        }
+    }
+    problems
 }
