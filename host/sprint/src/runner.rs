@@ -907,22 +907,43 @@ impl<'a> SprintRunner<'a> {
                 let blocked = s.task(&task.id).is_some_and(|t| t.needs_human());
                 jobs.push(r);
                 if done {
-                    // Regression: the baseline, measured.
+                    // Regression: the baseline, measured. A rollback already made for
+                    // this iteration (a kill between it and the record) is not measured
+                    // again: the rolled-back tree would pass and hide the break.
+                    let marker = self.dir.path().join(format!("rolled-back-{seq}.json"));
+                    let rolled_back: Option<Vec<String>> = std::fs::read_to_string(&marker)
+                        .ok()
+                        .and_then(|t| serde_json::from_str(&t).ok());
                     let baseline: Vec<String> = s.regression_baseline.iter().cloned().collect();
-                    errors = self.measure(&mut s, &baseline).await;
-                    let broke: Vec<String> = baseline
-                        .iter()
-                        .filter(|id| {
-                            s.verification(id)
-                                .is_some_and(|v| v.status == VerificationStatus::Failed)
-                        })
-                        .cloned()
-                        .collect();
+                    let broke: Vec<String> = match &rolled_back {
+                        Some(broke) => broke.clone(),
+                        None => {
+                            errors = self.measure(&mut s, &baseline).await;
+                            baseline
+                                .iter()
+                                .filter(|id| {
+                                    s.verification(id)
+                                        .is_some_and(|v| v.status == VerificationStatus::Failed)
+                                })
+                                .cloned()
+                                .collect()
+                        }
+                    };
                     if broke.is_empty() {
                         format!("task {} done", task.id)
                     } else if let Some(git) = &self.git {
                         // The task broke what passed: back to the last verified commit.
-                        let _ = git.rollback();
+                        if rolled_back.is_none() {
+                            let text = serde_json::to_vec(&broke).unwrap_or_default();
+                            agentforge_store::state_store::atomic_write(&marker, &text).map_err(
+                                |source| SprintStoreError::Io {
+                                    op: "cannot write",
+                                    path: marker.display().to_string(),
+                                    source,
+                                },
+                            )?;
+                            git.rollback()?;
+                        }
                         let _ = self.measure(&mut s, &broke).await;
                         let _ = s.task_not_completed(&task.id, &self.limits);
                         format!(
