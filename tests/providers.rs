@@ -90,6 +90,7 @@ fn request(step: u64, mode: ToolMode) -> ModelRequest {
         tools: tools(),
         max_output_tokens: 1024,
         tool_mode: mode,
+        effort: None,
     }
 }
 
@@ -920,4 +921,32 @@ async fn recorded_http_session_replays_identically() {
         assert_eq!(r.reply, live_resp.reply);
         assert_eq!(r.usage, live_resp.usage);
     }
+}
+
+/// A role's thinking effort reaches each wire format as that API spells it, and nothing is
+/// sent without one.
+#[test]
+fn thinking_effort_is_sent_as_each_api_spells_it() {
+    use agentforge::model::Effort;
+    use agentforge::providers::{AnthropicProvider, OpenAiProvider};
+    let plain = request(1, ToolMode::Native);
+    let a = AnthropicProvider::request_body(&plain);
+    assert!(a.get("thinking").is_none());
+    assert_eq!(a["tool_choice"]["type"], "any");
+    assert!(OpenAiProvider::request_body(&plain)
+        .get("reasoning_effort")
+        .is_none());
+
+    let mut req = request(1, ToolMode::Native);
+    req.effort = Some(Effort::Medium);
+    let a = AnthropicProvider::request_body(&req);
+    assert_eq!(a["thinking"]["type"], "enabled");
+    assert_eq!(a["thinking"]["budget_tokens"], 4096);
+    // The thinking budget comes on top of the answer's; a forced tool choice is not
+    // accepted with thinking.
+    assert_eq!(a["max_tokens"], 1024 + 4096);
+    assert_eq!(a["tool_choice"]["type"], "auto");
+    let o = OpenAiProvider::request_body(&req);
+    assert_eq!(o["reasoning_effort"], "medium");
+    assert_eq!(o["tool_choice"], "required");
 }

@@ -319,6 +319,7 @@ pub mod model {
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         ModelRequest {
             step,
+            effort: None,
             model: model.to_string(),
             system: "You turn tool output into at most five short facts for a coding agent: \
                      what passed, what failed, where (file:line), and why. Only state what the \

@@ -45,6 +45,40 @@ pub enum ToolMode {
     Text,
 }
 
+/// How hard the model should think before answering, where the provider has such a
+/// setting: OpenAI's `reasoning_effort`, Anthropic's extended thinking (a budget of
+/// 1,024 / 4,096 / 16,000 tokens).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Effort {
+    /// Little.
+    Low,
+    /// Some.
+    Medium,
+    /// Much.
+    High,
+}
+
+impl Effort {
+    /// The name the OpenAI API takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        }
+    }
+
+    /// Anthropic's thinking budget for it.
+    pub fn thinking_budget(self) -> u32 {
+        match self {
+            Effort::Low => 1024,
+            Effort::Medium => 4096,
+            Effort::High => 16_000,
+        }
+    }
+}
+
 /// Exactly what is sent: one system message, one user message, the tools.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
@@ -62,6 +96,8 @@ pub struct ModelRequest {
     pub max_output_tokens: u32,
     /// How the tools are offered.
     pub tool_mode: ToolMode,
+    /// Thinking effort (`None`: the provider's default, nothing sent).
+    pub effort: Option<Effort>,
 }
 
 /// Token usage reported by the provider for one call.

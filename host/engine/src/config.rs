@@ -117,6 +117,8 @@ pub struct RoleConfig {
     pub max_output_tokens: Option<u32>,
     /// Step budget of one role task.
     pub max_steps: Option<u64>,
+    /// Thinking effort of the role's model (`low`, `medium`, `high`).
+    pub effort: Option<agentforge_core::model::Effort>,
 }
 
 impl Config {
@@ -148,6 +150,9 @@ impl Config {
             }
             if let Some(n) = r.max_steps {
                 c.limits.max_steps = n;
+            }
+            if r.effort.is_some() {
+                c.provider.effort = r.effort;
             }
         }
         c
@@ -222,6 +227,9 @@ pub struct ProviderConfig {
     pub max_backoff_ms: u64,
     /// `max_tokens` for the model's answer.
     pub max_output_tokens: u32,
+    /// Thinking effort (`low`, `medium`, `high`) where the provider has it; unset, none
+    /// is asked for.
+    pub effort: Option<agentforge_core::model::Effort>,
 }
 
 impl Default for ProviderConfig {
@@ -238,6 +246,7 @@ impl Default for ProviderConfig {
             initial_backoff_ms: 1000,
             max_backoff_ms: 60_000,
             max_output_tokens: 4096,
+            effort: None,
         }
     }
 }
@@ -578,7 +587,7 @@ mod tests {
         let c = Config::parse(
             "[provider]\nkind = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:1\"\n\
              [value_loop.limits]\nmax_iterations = 60\n\
-             [value_loop.roles.evaluator]\nprovider = \"openai\"\nmodel = \"judge\"\nmax_steps = 7\nmax_output_tokens = 900\n",
+             [value_loop.roles.evaluator]\nprovider = \"openai\"\nmodel = \"judge\"\nmax_steps = 7\nmax_output_tokens = 900\neffort = \"high\"\n",
             "agentforge.toml",
         )
         .unwrap();
@@ -589,6 +598,10 @@ mod tests {
         assert_eq!(e.provider.base_url, None);
         assert_eq!(e.limits.max_steps, 7);
         assert_eq!(e.provider.max_output_tokens, 900);
+        assert_eq!(
+            e.provider.effort,
+            Some(agentforge_core::model::Effort::High)
+        );
         let b = c.for_role("builder");
         assert_eq!(b.provider, c.provider);
         assert_eq!(c.value_loop.limits.max_iterations, Some(60));

@@ -1270,6 +1270,7 @@ impl<'r> Executor<'r> {
             tools: prompt.tools.clone(),
             max_output_tokens: self.rt.config.provider.max_output_tokens,
             tool_mode: self.rt.config.provider.tool_mode,
+            effort: self.rt.config.provider.effort,
         };
         Ok(PreparedStep {
             step,

@@ -118,6 +118,17 @@ impl AnthropicProvider {
             body["tools"] = Value::Array(tools);
             body["tool_choice"] = json!({"type": "any"});
         }
+        if let Some(effort) = req.effort {
+            // Extended thinking: the budget comes on top of the answer's tokens, and a
+            // forced tool choice is not allowed with it (an answer without a tool call
+            // is fed back like any other).
+            let budget = effort.thinking_budget();
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+            body["max_tokens"] = json!(req.max_output_tokens.saturating_add(budget));
+            if req.tool_mode == ToolMode::Native {
+                body["tool_choice"] = json!({"type": "auto"});
+            }
+        }
         body
     }
 

@@ -122,6 +122,9 @@ impl OpenAiProvider {
             body["tools"] = Value::Array(tools);
             body["tool_choice"] = json!("required");
         }
+        if let Some(effort) = req.effort {
+            body["reasoning_effort"] = json!(effort.as_str());
+        }
         body
     }
 
