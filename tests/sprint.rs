@@ -25,7 +25,7 @@ const SPRINT: &str = "sprint-slugkit";
 
 /// What the example's event log decides, in order: the six pre-loop gates, the seven
 /// iterations, the end.
-const EXPECTED_DECISIONS: [&str; 14] = [
+const EXPECTED_DECISIONS: [&str; 13] = [
     "gate input",
     "gate vision",
     "gate discovery",
@@ -38,8 +38,7 @@ const EXPECTED_DECISIONS: [&str; 14] = [
     "RUN_QC",
     "FIX",
     "CRITICAL_EVAL",
-    "EXIT_GATE",
-    "finished delivered",
+    "EXIT_GATE ended delivered",
 ];
 
 fn example() -> PathBuf {
@@ -140,15 +139,25 @@ fn events(ws: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// One word per event: `gate <name>`, the iteration's action, or `finished <outcome>`.
+/// One word per event: `gate <name>`, the iteration's action, or `finished <outcome>`;
+/// an event that ended the sprint in the same line adds ` ended <outcome>`.
 fn decisions(events: &[Value]) -> Vec<String> {
     events
         .iter()
-        .map(|e| match e["kind"].as_str().unwrap() {
-            "gate" => format!("gate {}", e["name"].as_str().unwrap()),
-            "iteration" => e["decision"]["action"].as_str().unwrap().to_string(),
-            "finished" => format!("finished {}", e["end"]["outcome"].as_str().unwrap()),
-            other => panic!("unknown event kind {other}: {e}"),
+        .map(|e| {
+            let word = match e["kind"].as_str().unwrap() {
+                "gate" => format!("gate {}", e["name"].as_str().unwrap()),
+                "iteration" => e["decision"]["action"].as_str().unwrap().to_string(),
+                "finished" => format!("finished {}", e["end"]["outcome"].as_str().unwrap()),
+                other => panic!("unknown event kind {other}: {e}"),
+            };
+            match e["kind"].as_str() {
+                Some("finished") => word,
+                _ => match e["end"]["outcome"].as_str() {
+                    Some(o) => format!("{word} ended {o}"),
+                    None => word,
+                },
+            }
         })
         .collect()
 }
@@ -287,7 +296,8 @@ fn the_example_sprint_is_delivered_end_to_end() {
     assert!(events[..6]
         .iter()
         .all(|e| e["kind"] == "gate" && e["state_after"].is_object()));
-    assert_eq!(events.last().unwrap()["kind"], "finished");
+    // The exit gate's event carries the end: no kill can separate the two.
+    assert_eq!(events.last().unwrap()["end"]["outcome"], "delivered");
     assert_log_invariants(ws, "uninterrupted");
     let last_state = &events.last().unwrap()["state_after"];
     assert_eq!(last_state["phase"], "finished");
@@ -446,7 +456,7 @@ const GIT_LOCKS: [&str; 3] = [
 /// then refuses every later commit of the workspace until someone removes it.
 fn fire(trigger: Trigger, ws: &Path, reached: &mut Option<Instant>) -> Option<bool> {
     let events = lines(&sprint_dir(ws).join("iterations.jsonl"));
-    if events >= 13 {
+    if events >= 14 {
         return None;
     }
     if GIT_LOCKS.iter().any(|l| ws.join(l).exists()) {

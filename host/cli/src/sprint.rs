@@ -11,7 +11,7 @@ use agentforge::executor::Runtime;
 use agentforge::providers::{Provider, ProviderKind, RetryObserver};
 use agentforge::sprint::roles::Role;
 use agentforge::sprint::runner::{RunOptions, RuntimeFactory, SprintOutcome, SprintRunner};
-use agentforge::sprint::{EventKind, SprintDir, SprintStore};
+use agentforge::sprint::{SprintDir, SprintStore};
 use agentforge::tools::Workspace;
 use agentforge::value_loop::{Limits, SprintState, ValueMeasure};
 
@@ -24,6 +24,10 @@ struct RunRecord {
     /// The folder of recorded sessions (`<seq>-<role>.jsonl`), for a replayed sprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     replay: Option<PathBuf>,
+    /// The plugin folders of the command line (absolute), so the roles of a resumed
+    /// sprint run with the same plugins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    plugins: Vec<PathBuf>,
 }
 
 const RUN_RECORD: &str = "run.json";
@@ -192,6 +196,13 @@ async fn drive(
     if flags.provider.is_some() && flags.replay.is_none() {
         record.replay = None;
     }
+    if !flags.plugins.is_empty() {
+        record.plugins = flags
+            .plugins
+            .iter()
+            .map(|p| std::path::absolute(p).unwrap_or(p.clone()))
+            .collect();
+    }
     let text = serde_json::to_vec_pretty(&record).map_err(failed)?;
     agentforge::state_store::atomic_write(&record_path, &text)
         .with_context(|| format!("cannot write {}", record_path.display()))
@@ -203,7 +214,7 @@ async fn drive(
         model: flags.model.clone(),
         replay: None,
         max_steps: flags.max_steps,
-        plugins: flags.plugins.clone(),
+        plugins: record.plugins.clone(),
         strict: flags.strict,
         quiet: flags.quiet,
     };
@@ -252,6 +263,12 @@ async fn drive(
     watcher.abort();
     let outcome = match result {
         Ok(o) => o,
+        Err(e @ agentforge::sprint::runner::RunnerError::Busy(_)) => {
+            return Err(Failure {
+                code: super::EXIT_BUSY,
+                error: e.into(),
+            })
+        }
         Err(agentforge::sprint::runner::RunnerError::Interrupted) => {
             eprintln!("interrupted; `agentforge resume {sprint_id}` continues");
             let sig = signal.load(std::sync::atomic::Ordering::SeqCst);
@@ -335,15 +352,7 @@ fn pick(g: &Global, id: Option<&str>) -> Result<SprintDir, Failure> {
 pub fn status(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
     let dir = pick(g, id)?;
     let (state, _) = dir.recover().map_err(failed)?;
-    let outcome = dir
-        .read_events()
-        .map_err(failed)?
-        .into_iter()
-        .rev()
-        .find_map(|e| match e.kind {
-            EventKind::Finished { end } => Some(end),
-            _ => None,
-        });
+    let outcome = dir.recorded_end().map_err(failed)?;
     print_status(g, &dir, &state, outcome.as_ref())?;
     Ok(0)
 }
@@ -352,15 +361,7 @@ pub fn status(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
 pub fn render(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
     let dir = pick(g, id)?;
     let (state, _) = dir.recover().map_err(failed)?;
-    let outcome = dir
-        .read_events()
-        .map_err(failed)?
-        .into_iter()
-        .rev()
-        .find_map(|e| match e.kind {
-            EventKind::Finished { end } => Some(end),
-            _ => None,
-        });
+    let outcome = dir.recorded_end().map_err(failed)?;
     agentforge::sprint::runner::write_views(&dir, &state, outcome.as_ref()).map_err(failed)?;
     for name in [
         "IMPLEMENTATION_PLAN.md",

@@ -143,6 +143,10 @@ pub struct Event {
     /// Tokens per role.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, u64>,
+    /// The end this event brought (the exit gate passed, a gate failed the sprint): in
+    /// the same line as the event, so no kill can separate them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<runner::SprintOutcome>,
     /// The process monitor after the event (value loop iterations only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<agentforge_value_loop::monitor::ProcessMonitor>,
@@ -231,6 +235,20 @@ impl SprintDir {
     }
 
     /// The log's path.
+    /// Takes the sprint's exclusive run lock: one process runs a sprint at a time (the OS
+    /// releases it when the process dies).
+    pub fn lock(
+        &self,
+    ) -> Result<agentforge_store::state_store::TaskLock, agentforge_store::state_store::StoreError>
+    {
+        let id = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        agentforge_store::state_store::lock_folder(&self.dir, &format!("sprint `{id}`"))
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.join(LOG_FILE)
     }
@@ -275,6 +293,15 @@ impl SprintDir {
     /// The number the next event must carry.
     pub fn next_seq(&self) -> Result<u64, SprintStoreError> {
         Ok(self.last_event()?.map_or(1, |e| e.seq + 1))
+    }
+
+    /// How the sprint ended, if it did: a `finished` event, or an event that carries its
+    /// end (the exit gate passed, a gate failed the sprint).
+    pub fn recorded_end(&self) -> Result<Option<runner::SprintOutcome>, SprintStoreError> {
+        Ok(self.read_events()?.into_iter().rev().find_map(|e| match e.kind {
+            EventKind::Finished { end } => Some(end),
+            _ => e.end,
+        }))
     }
 
     /// The last recorded event, parsing only the log's last line (the log grows by one
@@ -438,6 +465,7 @@ mod tests {
             outcome: "T1 done".into(),
             role_tasks: vec!["s-it1-builder".into()],
             tokens: [("builder".to_string(), 1200u64)].into_iter().collect(),
+            end: None,
             monitor: None,
             state_after: state.clone(),
         }

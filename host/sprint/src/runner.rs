@@ -130,6 +130,9 @@ pub enum RunnerError {
     /// The git safety net (a repository the sprint cannot branch or commit in).
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
+    /// Another process runs the sprint (or one of its role tasks).
+    #[error(transparent)]
+    Busy(agentforge_store::state_store::StoreError),
     /// A stop was requested (SIGINT / SIGTERM); `resume` continues.
     #[error("interrupted")]
     Interrupted,
@@ -224,6 +227,7 @@ impl<'a> SprintRunner<'a> {
 
     /// Runs (or resumes) the sprint to its end or to a pause.
     pub async fn run(&self) -> Result<SprintOutcome, RunnerError> {
+        let _lock = self.dir.lock().map_err(RunnerError::Busy)?;
         let (mut state, recovery) = self.dir.recover()?;
         if let Some(p) = &recovery.torn_line_saved_to {
             self.say(format!(
@@ -232,12 +236,16 @@ impl<'a> SprintRunner<'a> {
             ));
         }
         if let Some(outcome) = self.finished()? {
+            write_views(&self.dir, &state, Some(&outcome))?;
             return Ok(outcome);
         }
         if let Some(git) = &self.git {
-            let branch = format!("agentforge/{}", state.sprint);
-            git.ensure_branch(&branch)
-                .and_then(|_| git.commit(&format!("agentforge: sprint {} starts", state.sprint)))?;
+            git.ensure_branch(&format!("agentforge/{}", state.sprint))?;
+            // The person's uncommitted work becomes the base, once: on a resume the
+            // uncommitted changes are the interrupted iteration's, not verified yet.
+            if self.dir.last_event()?.is_none() {
+                git.commit(&format!("agentforge: sprint {} starts", state.sprint))?;
+            }
         }
         loop {
             if self.stop.is_requested() {
@@ -272,15 +280,7 @@ impl<'a> SprintRunner<'a> {
 
     /// The recorded end, if the sprint has one.
     fn finished(&self) -> Result<Option<SprintOutcome>, RunnerError> {
-        Ok(self
-            .dir
-            .read_events()?
-            .into_iter()
-            .rev()
-            .find_map(|e| match e.kind {
-                EventKind::Finished { end } => Some(end),
-                _ => None,
-            }))
+        Ok(self.dir.recorded_end()?)
     }
 
     /// Records the end (a pause is not an end) and writes the delivery report.
@@ -289,7 +289,11 @@ impl<'a> SprintRunner<'a> {
         mut state: SprintState,
         outcome: SprintOutcome,
     ) -> Result<SprintOutcome, RunnerError> {
-        if !matches!(outcome, SprintOutcome::Paused { .. }) {
+        let recorded = self
+            .dir
+            .last_event()?
+            .is_some_and(|e| e.end.as_ref() == Some(&outcome));
+        if !recorded && !matches!(outcome, SprintOutcome::Paused { .. }) {
             state.phase = SprintPhase::Finished;
             let seq = self.dir.next_seq()?;
             self.dir.append(&Event {
@@ -300,6 +304,7 @@ impl<'a> SprintRunner<'a> {
                 outcome: describe(&outcome),
                 role_tasks: vec![],
                 tokens: BTreeMap::new(),
+                end: None,
                 monitor: None,
                 state_after: state.clone(),
             })?;
@@ -318,6 +323,7 @@ impl<'a> SprintRunner<'a> {
         jobs: &[&JobResult],
         monitor: Option<ProcessMonitor>,
         state: &SprintState,
+        end: Option<&SprintOutcome>,
     ) -> Result<(), RunnerError> {
         let mut tokens: BTreeMap<String, u64> = BTreeMap::new();
         for j in jobs {
@@ -330,6 +336,7 @@ impl<'a> SprintRunner<'a> {
             outcome,
             role_tasks: jobs.iter().map(|j| j.task_id.clone()).collect(),
             tokens,
+            end: end.cloned(),
             monitor,
             state_after: state.clone(),
         })?;
@@ -507,6 +514,7 @@ impl<'a> SprintRunner<'a> {
                 &[],
                 None,
                 &after,
+                None,
             )?;
             *state = after;
             if !problems.is_empty() {
@@ -530,7 +538,15 @@ impl<'a> SprintRunner<'a> {
                 format!("FAIL: {}", problems.join("; "))
             };
             self.say(format!("[pre-loop] gate `{gate}`: {verdict}"));
-            self.record(seq, gate_event(gate, &verdict), verdict, &[], None, &after)?;
+            self.record(
+                seq,
+                gate_event(gate, &verdict),
+                verdict,
+                &[],
+                None,
+                &after,
+                None,
+            )?;
             *state = after;
             return Ok((!problems.is_empty()).then(|| SprintOutcome::Paused {
                 instructions: format!(
@@ -554,6 +570,12 @@ impl<'a> SprintRunner<'a> {
         after.tokens_used += result.tokens;
         let (verdict, outcome) = judge_gate(gate, state, &mut after, &self.dir);
         self.say(format!("[pre-loop] gate `{gate}`: {verdict}"));
+        let end = outcome
+            .as_ref()
+            .filter(|o| !matches!(o, SprintOutcome::Paused { .. }));
+        if end.is_some() {
+            after.phase = SprintPhase::Finished;
+        }
         self.record(
             seq,
             gate_event(gate, &verdict),
@@ -561,6 +583,7 @@ impl<'a> SprintRunner<'a> {
             &[&result],
             None,
             &after,
+            end,
         )?;
         *state = after;
         Ok(outcome)
@@ -1069,6 +1092,9 @@ impl<'a> SprintRunner<'a> {
                 )
             }
         ));
+        if end.is_some() {
+            s.phase = SprintPhase::Finished;
+        }
         let refs: Vec<&JobResult> = jobs.iter().collect();
         self.record(
             seq,
@@ -1082,6 +1108,7 @@ impl<'a> SprintRunner<'a> {
             &refs,
             Some(monitor),
             &s,
+            end.as_ref(),
         )?;
         *state = s;
         Ok(end)

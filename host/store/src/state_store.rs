@@ -62,9 +62,9 @@ pub enum StoreError {
         root: String,
     },
     /// Another process holds the task's lock: it is running the task now.
-    #[error("task `{id}` is being run by {}; wait for it to finish or stop it (Ctrl-C, or `kill -INT <pid>`), then resume", holder(.pid))]
+    #[error("{id} is being run by {}; wait for it to finish or stop it (Ctrl-C, or `kill -INT <pid>`), then resume", holder(.pid))]
     Busy {
-        /// The task's id.
+        /// What is locked (``task `x` ``, ``sprint `y` ``).
         id: String,
         /// The holder's pid, as it wrote it into the lock file (unknown if unreadable).
         pid: Option<u32>,
@@ -469,7 +469,24 @@ impl TaskDir {
     /// pid into it. Fails at once with [`StoreError::Busy`], naming the holder's pid, when
     /// another process runs the task.
     pub fn lock(&self) -> Result<TaskLock, StoreError> {
-        let p = self.dir.join(LOCK_FILE);
+        lock_folder(&self.dir, &format!("task `{}`", self.task_id()))
+    }
+
+    /// The task's id: the folder's name.
+    fn task_id(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// Takes the exclusive run lock of `dir` (its [`LOCK_FILE`], see [`TaskLock`]) and writes
+/// this process's pid into it; `what` names the folder's owner in the error (``task `x` ``,
+/// ``sprint `y` ``). Fails at once with [`StoreError::Busy`] when another process holds it.
+pub fn lock_folder(dir: &Path, what: &str) -> Result<TaskLock, StoreError> {
+    {
+        let p = dir.join(LOCK_FILE);
         let mut f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -481,7 +498,7 @@ impl TaskDir {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 return Err(StoreError::Busy {
-                    id: self.task_id(),
+                    id: what.to_string(),
                     pid: read_holder(&p),
                 })
             }
@@ -493,15 +510,9 @@ impl TaskDir {
             .map_err(io_err("cannot write", &p))?;
         Ok(TaskLock { _file: f })
     }
+}
 
-    /// The task's id: the folder's name.
-    fn task_id(&self) -> String {
-        self.dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
-
+impl TaskDir {
     /// Reads the immutable spec.
     pub fn spec(&self) -> Result<TaskSpec, StoreError> {
         let p = self.dir.join("task.yaml");
