@@ -416,6 +416,22 @@ fn the_example_sprint_is_delivered_end_to_end() {
     );
     assert!(text.contains("2 done"), "{text}");
     assert!(text.contains("3 of 3 passing"), "{text}");
+
+    // `context` of a role task shows what the runner offered it: its report tools too.
+    let out = cli(ws)
+        .args(["--json", "context", &format!("{SPRINT}-005-planner")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ctx: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let tools: Vec<&str> = ctx["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"manage_task"), "{tools:?}");
+    assert!(!tools.contains(&"report_vrc"), "{tools:?}");
 }
 
 // ------------------------------------------------------------------ 2. kill -9 and resume

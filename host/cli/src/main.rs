@@ -464,8 +464,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Context { task_id } => {
             // The counts it makes serve the next run or resume of the task too.
             start_token_counting();
-            let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
+            let mut rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
             let dir = rt.store.open(task_id).map_err(usage)?;
+            // A value-loop role task is offered its report tools too, as the runner does.
+            if let Some(role) = agentforge::sprint::report_tools::RoleTools::load(dir.path()) {
+                rt.tools.extend(role.build(
+                    &agentforge::value_loop::Limits::default(),
+                    agentforge::value_loop::SprintState::new("context"),
+                ));
+            }
             let exec = Executor::new(&rt, dir);
             let mut prepared = exec.prepare().map_err(exec_failure)?;
             prepared.prompt.make_exact();

@@ -128,6 +128,42 @@ pub fn apply_recorded(
     produced
 }
 
+/// What a role task is offered besides its task type's actions, kept in its folder
+/// ([`ROLE_TOOLS_FILE`]) so that `agentforge context <task>` shows the prompt the
+/// runner sends, report tools included.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RoleTools {
+    /// The report tools.
+    pub tools: Vec<String>,
+    /// The one whose accepted call ends the task.
+    pub finish_with: Option<String>,
+    /// The provenance the host gives its reports.
+    pub caller: Caller,
+}
+
+/// The file in a role task's folder that holds its [`RoleTools`].
+pub const ROLE_TOOLS_FILE: &str = "role-tools.json";
+
+impl RoleTools {
+    /// Reads a task folder's record; `None` for a task that is not a role task.
+    pub fn load(task_dir: &std::path::Path) -> Option<RoleTools> {
+        let text = std::fs::read_to_string(task_dir.join(ROLE_TOOLS_FILE)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The tools, answering from `working` (for `context`, any state: nothing is
+    /// called).
+    pub fn build(&self, limits: &Limits, working: SprintState) -> Vec<Box<dyn ExtraTool>> {
+        let names: Vec<&'static str> = self
+            .tools
+            .iter()
+            .filter_map(|t| agentforge_value_loop::tool_specs::tool_spec(t).map(|s| s.name))
+            .collect();
+        let finish = self.finish_with.as_deref();
+        ReportTool::set(&names, finish, &self.caller, limits, working)
+    }
+}
+
 /// One report tool offered to a role task.
 pub struct ReportTool {
     spec: ToolSpec,

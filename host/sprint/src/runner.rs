@@ -371,6 +371,21 @@ impl<'a> SprintRunner<'a> {
             Err(_) => rt.create_task(&spec).map_err(role_err)?,
         };
         let _lock = dir.lock().map_err(|e| role_err(ExecError::Store(e)))?;
+        let record = crate::report_tools::RoleTools {
+            tools: job.tools.iter().map(|t| t.to_string()).collect(),
+            finish_with: job.finish_with.map(str::to_string),
+            caller: job.caller.clone(),
+        };
+        let record_path = dir.path().join(crate::report_tools::ROLE_TOOLS_FILE);
+        agentforge_store::state_store::atomic_write(
+            &record_path,
+            &serde_json::to_vec_pretty(&record).unwrap_or_default(),
+        )
+        .map_err(|source| SprintStoreError::Io {
+            op: "cannot write",
+            path: record_path.display().to_string(),
+            source,
+        })?;
         // The working copy the report tools answer from: the state before the task plus
         // the calls it already recorded (a resumed task's model sees the same answers).
         let recorded = dir

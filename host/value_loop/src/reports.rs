@@ -36,7 +36,7 @@ pub const MAX_VERIFICATION_COMMAND_CHARS: usize = 2000;
 pub const MAX_VERIFICATION_ID_CHARS: usize = 64;
 
 /// Who is reporting, set by the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caller {
     /// The loop iteration.
     pub iteration: u32,
