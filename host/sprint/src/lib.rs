@@ -298,10 +298,14 @@ impl SprintDir {
     /// How the sprint ended, if it did: a `finished` event, or an event that carries its
     /// end (the exit gate passed, a gate failed the sprint).
     pub fn recorded_end(&self) -> Result<Option<runner::SprintOutcome>, SprintStoreError> {
-        Ok(self.read_events()?.into_iter().rev().find_map(|e| match e.kind {
-            EventKind::Finished { end } => Some(end),
-            _ => e.end,
-        }))
+        Ok(self
+            .read_events()?
+            .into_iter()
+            .rev()
+            .find_map(|e| match e.kind {
+                EventKind::Finished { end } => Some(end),
+                _ => e.end,
+            }))
     }
 
     /// The last recorded event, parsing only the log's last line (the log grows by one

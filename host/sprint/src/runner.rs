@@ -764,12 +764,8 @@ impl<'a> SprintRunner<'a> {
                 let _ = s.record_course_correction(&self.limits);
                 let monitor = self.last_monitor()?;
                 let (health, triggers) = monitor.evaluate(&s, &self.limits, &self.monitor_config);
-                let failing: Vec<String> = s
-                    .verifications
-                    .iter()
-                    .filter(|v| v.status == VerificationStatus::Failed)
-                    .map(|v| v.id.clone())
-                    .collect();
+                let all: Vec<String> = s.verifications.iter().map(|v| v.id.clone()).collect();
+                let failing = having(&s, &all, VerificationStatus::Failed);
                 let job = RoleJob::new(
                     Role::Planner,
                     seq,
@@ -884,13 +880,7 @@ impl<'a> SprintRunner<'a> {
                     }
                 }
                 errors = self.measure(&mut s, &ids).await;
-                let now_passing = targets
-                    .iter()
-                    .filter(|id| {
-                        s.verification(id)
-                            .is_some_and(|v| v.status == VerificationStatus::Passed)
-                    })
-                    .count();
+                let now_passing = having(&s, &targets, VerificationStatus::Passed).len();
                 format!("fixed {now_passing} of {} targeted", targets.len())
             }
             LoopAction::Research => {
@@ -957,14 +947,7 @@ impl<'a> SprintRunner<'a> {
                         Some(broke) => broke.clone(),
                         None => {
                             errors = self.measure(&mut s, &baseline).await;
-                            baseline
-                                .iter()
-                                .filter(|id| {
-                                    s.verification(id)
-                                        .is_some_and(|v| v.status == VerificationStatus::Failed)
-                                })
-                                .cloned()
-                                .collect()
+                            having(&s, &baseline, VerificationStatus::Failed)
                         }
                     };
                     if broke.is_empty() {
@@ -1000,20 +983,10 @@ impl<'a> SprintRunner<'a> {
                 }
             }
             LoopAction::RunQc => {
-                let ids: Vec<String> = s
-                    .verifications
-                    .iter()
-                    .filter(|v| v.status == VerificationStatus::Pending)
-                    .map(|v| v.id.clone())
-                    .collect();
+                let all: Vec<String> = s.verifications.iter().map(|v| v.id.clone()).collect();
+                let ids = having(&s, &all, VerificationStatus::Pending);
                 errors = self.measure(&mut s, &ids).await;
-                let passed = ids
-                    .iter()
-                    .filter(|id| {
-                        s.verification(id)
-                            .is_some_and(|v| v.status == VerificationStatus::Passed)
-                    })
-                    .count();
+                let passed = having(&s, &ids, VerificationStatus::Passed).len();
                 format!("ran {} verification(s): {passed} pass", ids.len())
             }
             LoopAction::CriticalEval => {
@@ -1296,6 +1269,14 @@ impl<'a> SprintRunner<'a> {
             None => String::new(),
         }
     }
+}
+
+/// Those of `ids` whose verification has `status` now.
+fn having(s: &SprintState, ids: &[String], status: VerificationStatus) -> Vec<String> {
+    ids.iter()
+        .filter(|id| s.verification(id).is_some_and(|v| v.status == status))
+        .cloned()
+        .collect()
 }
 
 fn gate_event(gate: &str, verdict: &str) -> EventKind {
