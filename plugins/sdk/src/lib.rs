@@ -11,6 +11,9 @@
 //! | context-schema (a task type) | [`Schema`] | [`export_schema!`] | `schema` |
 //! | tool (an action for the model) | [`Tool`] | [`export_tool!`] | `tool` |
 //!
+//! The value loop's roles (task types that show a brief) share their schema in [`role`]
+//! (feature `schema`).
+//!
 //! A table of regex rules is a whole extractor:
 //!
 //! ```ignore
@@ -159,6 +162,9 @@ mod schema;
 pub use schema::{__schema_build, __schema_describe};
 #[cfg(feature = "schema")]
 pub use schema::{remaining_issues, CurrentState, Schema, SchemaInfo};
+
+#[cfg(feature = "schema")]
+pub mod role;
 
 #[cfg(feature = "tool")]
 mod tool;
