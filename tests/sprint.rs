@@ -153,7 +153,7 @@ fn decisions(events: &[Value]) -> Vec<String> {
             };
             match e["kind"].as_str() {
                 Some("finished") => word,
-                _ => match e["end"]["outcome"].as_str() {
+                _ => match e["ended"]["outcome"].as_str() {
                     Some(o) => format!("{word} ended {o}"),
                     None => word,
                 },
@@ -297,7 +297,7 @@ fn the_example_sprint_is_delivered_end_to_end() {
         .iter()
         .all(|e| e["kind"] == "gate" && e["state_after"].is_object()));
     // The exit gate's event carries the end: no kill can separate the two.
-    assert_eq!(events.last().unwrap()["end"]["outcome"], "delivered");
+    assert_eq!(events.last().unwrap()["ended"]["outcome"], "delivered");
     assert_log_invariants(ws, "uninterrupted");
     let last_state = &events.last().unwrap()["state_after"];
     assert_eq!(last_state["phase"], "finished");

@@ -424,19 +424,21 @@ impl Sprint {
         self.events().last().unwrap()["state_after"].clone()
     }
 
-    /// How the sprint ended: the `end` of the log's last event (a `finished` event, or
-    /// the event that brought the end), read as JSON.
-    ///
-    /// The stop tests read the end here rather than from the exit code or `status`: at
-    /// the time of writing a `finished` line does not parse back into the host's `Event`
-    /// (its own `end` field and the flattened `EventKind::Finished { end }` share the
-    /// key), so a sprint that stops at a bound exits 1 with "corrupt sprint file ...
-    /// missing field `end`" instead of 2. Their exit-code assertions return with the fix.
+    /// How the sprint ended, from the log's last event: a `finished` event's `end`, or
+    /// the `ended` of the event that brought the end; checked against `status`.
     fn end(&self) -> Value {
         let events = self.events();
         let last = events.last().unwrap();
-        assert!(last["end"].is_object(), "the log has no end: {last}");
-        last["end"].clone()
+        let end = if last["kind"] == "finished" {
+            &last["end"]
+        } else {
+            &last["ended"]
+        };
+        assert!(end.is_object(), "the log has no end: {last}");
+        let st = self.status_json();
+        assert_eq!(st["phase"], "finished", "{st:#}");
+        assert_eq!(&st["outcome"], end, "{st:#}");
+        end.clone()
     }
 
     fn report(&self) -> String {
@@ -634,6 +636,7 @@ fn an_evaluator_that_never_says_ship_ready_ends_at_the_exit_gate_bound() {
         s.decisions()
     );
     let end = s.end();
+    assert_eq!(code(&out), 2, "partial value: {why}");
     assert_eq!(end["outcome"], "stopped", "{why}");
     assert_eq!(end["reason"]["stop"], "exit_gate_attempts_spent", "{why}");
     assert_eq!(end["reason"]["max"], 2);
@@ -775,6 +778,7 @@ fn fixes_that_never_work_reach_research_once_then_course_correction_then_stop() 
         s.decisions()
     );
     let end = s.end();
+    assert_eq!(code(&out), 2, "partial value: {why}");
     assert_eq!(end["outcome"], "stopped", "{why}");
     assert_eq!(end["reason"]["stop"], "course_corrections_spent", "{why}");
     assert_eq!(end["partial_value"], true, "{why}");
@@ -978,6 +982,7 @@ fn a_fix_that_breaks_a_service_alternating_with_restarts_reaches_the_stuck_rule(
         svc.flips.lock().unwrap()
     );
     let end = s.end();
+    assert_eq!(code(&out), 2, "partial value: {why}");
     assert_eq!(end["outcome"], "stopped", "{why}");
     assert_eq!(end["reason"]["stop"], "course_corrections_spent", "{why}");
     // v-status passes: partial value.
@@ -1430,6 +1435,18 @@ fn every_decision_is_taken_at_least_once_and_the_sprint_delivers() {
     assert!(
         stdout.contains("`test -f approved.txt` must pass"),
         "{stdout}"
+    );
+    // A pause is not an end: no delivery report; `status` says what the person must do.
+    assert!(!s.dir().join("DELIVERY_REPORT.md").exists());
+    let status = support::notes::agentforge(&s.ws)
+        .args(["status", &s.id])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.contains("paused for a person: task T2: approve the deploy")
+            && status.contains("`test -f approved.txt`"),
+        "{status}"
     );
     // Nobody approved yet: a second run pauses again without spending an iteration.
     let iterations = s.state()["iteration"].clone();

@@ -401,6 +401,8 @@ fn print_status(
             "phase": s.phase,
             "iteration": s.iteration,
             "outcome": outcome,
+            "pause": s.pause,
+            "last_event": events.last().map(|e| serde_json::json!({"seq": e.seq, "outcome": e.outcome})),
             "tasks": s.tasks.iter().map(|t| serde_json::json!({"id": t.id, "status": t.status, "source": t.source.name(), "description": t.description})).collect::<Vec<_>>(),
             "verifications": s.verifications.iter().map(|v| serde_json::json!({"id": v.id, "status": v.status, "attempts": v.attempts})).collect::<Vec<_>>(),
             "measure": m,
@@ -435,6 +437,22 @@ fn print_status(
     );
     if let Some(SprintOutcome::Paused { instructions }) = outcome {
         println!("paused: {instructions}");
+    }
+    if let Some(p) = &s.pause {
+        println!(
+            "paused for a person: task {}: {}{}",
+            p.task_id,
+            p.instructions,
+            p.verification
+                .as_deref()
+                .map(|c| format!(" (resumes when `{c}` passes)"))
+                .unwrap_or_else(|| " (resume with --confirm-pause once done)".to_string())
+        );
+    }
+    if outcome.is_none() {
+        if let Some(e) = events.last() {
+            println!("last event: #{} {}", e.seq, e.outcome);
+        }
     }
     let count = |st| s.tasks.iter().filter(|t| t.status == st).count();
     use agentforge::value_loop::state::TaskStatus as T;

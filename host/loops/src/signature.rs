@@ -63,6 +63,10 @@ impl ActionCategory {
             | "glob" => ActionCategory::Search,
             "edit" | "str_replace" | "str_replace_editor" | "insert" | "create" | "write"
             | "multi_edit" => ActionCategory::Edit,
+            // The value loop's plan and verification changes: a planner adding its
+            // fortieth task, or a QC author registering its fortieth verification, is
+            // changing state, not reading.
+            "manage_task" | "register_verification" => ActionCategory::Edit,
             "message" | "say" | "send_message" | "respond" | "reply" | "assistant_message"
             | "think" | "thought" | "plan" | "ask_user" | "chat" | "assistant"
             | "agent_message" | "talk" | "speak" => ActionCategory::Message,

@@ -120,6 +120,11 @@ pub enum EventKind {
         /// Whether measured value rose above its high-water mark.
         progressed: bool,
     },
+    /// The loop waits for a person (a task needs them); no iteration is spent.
+    Paused {
+        /// What they are asked to do, and how the host will know it is done.
+        instructions: String,
+    },
     /// The sprint ended (the loop stopped, the exit gate passed, or the pre-loop failed).
     Finished {
         /// How it ended.
@@ -145,8 +150,9 @@ pub struct Event {
     pub tokens: BTreeMap<String, u64>,
     /// The end this event brought (the exit gate passed, a gate failed the sprint): in
     /// the same line as the event, so no kill can separate them.
+    /// (Named apart from a `finished` event's `end`: both sit in one flattened line.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end: Option<runner::SprintOutcome>,
+    pub ended: Option<runner::SprintOutcome>,
     /// The process monitor after the event (value loop iterations only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<agentforge_value_loop::monitor::ProcessMonitor>,
@@ -304,7 +310,7 @@ impl SprintDir {
             .rev()
             .find_map(|e| match e.kind {
                 EventKind::Finished { end } => Some(end),
-                _ => e.end,
+                _ => e.ended,
             }))
     }
 
@@ -469,7 +475,7 @@ mod tests {
             outcome: "T1 done".into(),
             role_tasks: vec!["s-it1-builder".into()],
             tokens: [("builder".to_string(), 1200u64)].into_iter().collect(),
-            end: None,
+            ended: None,
             monitor: None,
             state_after: state.clone(),
         }

@@ -292,7 +292,7 @@ impl<'a> SprintRunner<'a> {
         let recorded = self
             .dir
             .last_event()?
-            .is_some_and(|e| e.end.as_ref() == Some(&outcome));
+            .is_some_and(|e| e.ended.as_ref() == Some(&outcome));
         if !recorded && !matches!(outcome, SprintOutcome::Paused { .. }) {
             state.phase = SprintPhase::Finished;
             let seq = self.dir.next_seq()?;
@@ -304,12 +304,14 @@ impl<'a> SprintRunner<'a> {
                 outcome: describe(&outcome),
                 role_tasks: vec![],
                 tokens: BTreeMap::new(),
-                end: None,
+                ended: None,
                 monitor: None,
                 state_after: state.clone(),
             })?;
         }
-        write_views(&self.dir, &state, Some(&outcome))?;
+        // A pause is not an end: the plan and the checklist, no delivery report.
+        let ended = !matches!(outcome, SprintOutcome::Paused { .. });
+        write_views(&self.dir, &state, ended.then_some(&outcome))?;
         Ok(outcome)
     }
 
@@ -336,7 +338,7 @@ impl<'a> SprintRunner<'a> {
             outcome,
             role_tasks: jobs.iter().map(|j| j.task_id.clone()).collect(),
             tokens,
-            end: end.cloned(),
+            ended: end.cloned(),
             monitor,
             state_after: state.clone(),
         })?;
@@ -715,23 +717,30 @@ impl<'a> SprintRunner<'a> {
                     format!("the person did it: task {} is pending again", pause.task_id)
                 } else {
                     // Nobody has done it yet: exit resumably without spending an iteration.
-                    *state = {
-                        let mut p = state.clone();
-                        p.pause = Some(pause.clone());
-                        p
-                    };
-                    self.dir.save_state(state)?;
-                    write_views(&self.dir, state, None)?;
+                    // The pause is recorded once (`status` shows it; a resume checks it).
                     let how = match &pause.verification {
                         Some(cmd) => format!("`{cmd}` must pass"),
                         None => "resume with --confirm-pause once done".to_string(),
                     };
-                    return Ok(Some(SprintOutcome::Paused {
-                        instructions: format!(
-                            "task {}: {} ({how})",
-                            pause.task_id, pause.instructions
-                        ),
-                    }));
+                    let instructions =
+                        format!("task {}: {} ({how})", pause.task_id, pause.instructions);
+                    if state.pause.as_ref() != Some(&pause) {
+                        let mut paused = state.clone();
+                        paused.pause = Some(pause.clone());
+                        self.record(
+                            seq,
+                            EventKind::Paused {
+                                instructions: instructions.clone(),
+                            },
+                            format!("paused: {instructions}"),
+                            &[],
+                            None,
+                            &paused,
+                            None,
+                        )?;
+                        *state = paused;
+                    }
+                    return Ok(Some(SprintOutcome::Paused { instructions }));
                 }
             }
             LoopAction::ServiceFix => {
@@ -752,7 +761,7 @@ impl<'a> SprintRunner<'a> {
                 )
                 .with("services_down", Value::Array(down))
                 .with("verifications", roles::verifications_brief(&s))
-                .with_checks(&s.verifications);
+                .with_checks(&checks_for(&s, &[], None));
                 let r = self.run_job(&job, &s).await?;
                 s = r.state.clone();
                 jobs.push(r);
@@ -868,7 +877,7 @@ impl<'a> SprintRunner<'a> {
                     serde_json::to_value(&triage).unwrap_or(Value::Null),
                 )
                 .with("research", research)
-                .with_checks(&s.verifications);
+                .with_checks(&checks_for(&s, &targets, None));
                 let r = self.run_job(&job, &s).await?;
                 s = r.state.clone();
                 jobs.push(r);
@@ -926,7 +935,7 @@ impl<'a> SprintRunner<'a> {
                 .with("plan", roles::plan_brief(&s))
                 .with("verifications", roles::verifications_brief(&s))
                 .with("research", self.research_so_far()?)
-                .with_checks(&s.verifications);
+                .with_checks(&checks_for(&s, &[], Some(&task.id)));
                 let r = self.run_job(&job, &s).await?;
                 s = r.state.clone();
                 let done = s
@@ -951,7 +960,30 @@ impl<'a> SprintRunner<'a> {
                         }
                     };
                     if broke.is_empty() {
-                        format!("task {} done", task.id)
+                        // The verifications written for this task, not run yet: measured
+                        // now, so value can rise while the plan is being built (they
+                        // would otherwise wait until no task is ready).
+                        let proving: Vec<String> = s
+                            .verifications
+                            .iter()
+                            .filter(|v| {
+                                v.status == VerificationStatus::Pending
+                                    && v.proves.contains(&task.id)
+                            })
+                            .map(|v| v.id.clone())
+                            .collect();
+                        if proving.is_empty() {
+                            format!("task {} done", task.id)
+                        } else {
+                            errors.extend(self.measure(&mut s, &proving).await);
+                            let passing = having(&s, &proving, VerificationStatus::Passed);
+                            format!(
+                                "task {} done; {} of its {} verification(s) pass",
+                                task.id,
+                                passing.len(),
+                                proving.len()
+                            )
+                        }
                     } else if let Some(git) = &self.git {
                         // The task broke what passed: back to the last verified commit.
                         if rolled_back.is_none() {
@@ -1044,6 +1076,8 @@ impl<'a> SprintRunner<'a> {
             ));
             format!("{outcome}{commit}")
         };
+        // The services as the iteration leaves them (a fix may have broken one).
+        self.refresh_services(&mut s).await;
         // Accounting, measured.
         let tokens: u64 = jobs.iter().map(|j| j.tokens).sum();
         s.tokens_used += tokens;
@@ -1269,6 +1303,26 @@ impl<'a> SprintRunner<'a> {
             None => String::new(),
         }
     }
+}
+
+/// The checks of a role that changes code: what passed before (the executor reverts an
+/// edit that breaks one), the verifications it must make pass (`targets`), and those
+/// proving its task; never another task's verification that cannot pass yet, which
+/// would keep `complete` refused.
+fn checks_for(
+    s: &SprintState,
+    targets: &[String],
+    task: Option<&str>,
+) -> Vec<agentforge_value_loop::state::Verification> {
+    s.verifications
+        .iter()
+        .filter(|v| {
+            s.regression_baseline.contains(&v.id)
+                || targets.contains(&v.id)
+                || task.is_some_and(|t| v.proves.iter().any(|p| p == t))
+        })
+        .cloned()
+        .collect()
 }
 
 /// Those of `ids` whose verification has `status` now.

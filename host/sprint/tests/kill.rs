@@ -38,7 +38,7 @@ fn child_records_events() {
             outcome: format!("iteration {}", state.iteration),
             role_tasks: vec![],
             tokens: Default::default(),
-            end: None,
+            ended: None,
             monitor: None,
             state_after: state.clone(),
         };

@@ -234,6 +234,18 @@ pub fn delivery_report(s: &SprintState, outcome: &Outcome) -> String {
             );
         }
     }
+    if !s.services.is_empty() {
+        let _ = writeln!(out, "\n## Services (health at the end)\n");
+        for svc in &s.services {
+            let _ = writeln!(
+                out,
+                "- {} ({}): {}",
+                svc.name,
+                svc.check,
+                if svc.healthy { "up" } else { "DOWN" }
+            );
+        }
+    }
     out
 }
 

@@ -102,3 +102,17 @@ fn delivery_report_view() {
         &Outcome::Stopped(StopReason::CourseCorrectionsSpent { max: 5 })
     ));
 }
+
+#[test]
+fn delivery_report_names_the_services_and_their_health_at_the_end() {
+    let mut s = sprint();
+    s.services.push(agentforge_value_loop::state::Service {
+        name: "api".into(),
+        check: "tcp://127.0.0.1:8080".into(),
+        healthy: false,
+    });
+    insta::assert_snapshot!(delivery_report(
+        &s,
+        &Outcome::Stopped(StopReason::CourseCorrectionsSpent { max: 5 })
+    ));
+}

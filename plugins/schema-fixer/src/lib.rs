@@ -16,8 +16,9 @@ use agentforge_plugin_sdk::{export_schema, CurrentState, Schema, SchemaInfo};
 /// The brief's fields this role reads, in the order shown.
 pub const SHOWN: [&str; 5] = ["instructions", "failing", "triage", "research", "task"];
 
-/// The role. Its phase graph: analyze -> implement <-> verify, `complete` requiring the
-/// `ready` condition (verification passing).
+/// The role. Its phase graph: analyze -> implement, `complete` requiring the `ready`
+/// condition (verification passing). No verify phase: a service fix starts with every
+/// check passing, and `ready` would move it past the phase that edits.
 const ROLE: Role = Role {
     name: "fixer",
     description: "make the failing verifications pass with a minimal change, and report the fix",
@@ -26,8 +27,7 @@ const ROLE: Role = Role {
     intro: "You are the fixer of a value loop: you make the failing verifications in the `failing` section pass with the smallest change, guided by the triage and any research, without breaking what passes or weakening a test. You act only by calling tools, one per step. The `instructions` section of the current state says what to do now and names the report tool you must call with your result; call it, then call `complete`.",
     phases: &[
         ("analyze", "Understand before changing anything: read the task, the files shown and the code involved, or run the checks to see where things stand. The next phase lets you edit."),
-        ("implement", "Make the smallest change that does it with edit_file (exact old text -> new text), replace_lines or write_file. The checks run after every change and a change that breaks a passing check is reverted; if an edit fails, read the file again. Escalate if stuck after 3 different approaches."),
-        ("verify", "All checks pass: confirm the criteria are met, call the report tool the instructions name, then complete. If something is still wrong, run the checks again: the task returns to implement when a check fails."),
+        ("implement", "Make the smallest change that does it with edit_file (exact old text -> new text), replace_lines or write_file. The checks run after every change and a change that breaks a passing check is reverted; if an edit fails, read the file again. When the checks pass, call the report tool the instructions name (if any), then complete. Escalate if stuck after 3 different approaches."),
     ],
     // The task's files and the plan: room for them in `current_state` (the
     // other sections keep the project's budgets; the total grows by as much as
@@ -71,7 +71,7 @@ mod tests {
     }
 
     #[test]
-    fn analyze_implement_verify_without_a_plan_phase() {
+    fn analyze_then_implement_without_a_plan_phase() {
         let info = Fixer::describe();
         assert_eq!(info.name, "fixer");
         assert_eq!(info.phase_graph["initial"], "analyze");
@@ -81,13 +81,12 @@ mod tests {
             [
                 "analyze",
                 "implement",
-                "verify",
                 "complete",
                 "failed",
                 "escalated"
             ]
         );
-        // `complete` is offered in implement and verify, requiring `ready`.
+        // `complete` is offered in implement, requiring `ready`.
         let completes: Vec<&Value> = phases
             .as_array()
             .unwrap()
@@ -95,7 +94,7 @@ mod tests {
             .flat_map(|p| p["actions"].as_array().unwrap())
             .filter(|a| a["name"] == "complete")
             .collect();
-        assert_eq!(completes.len(), 2);
+        assert_eq!(completes.len(), 1);
         for a in completes {
             assert_eq!(a["requires"]["condition"], "ready", "{a}");
         }
@@ -107,7 +106,7 @@ mod tests {
         let names: Vec<&str> = prompts.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
-            ["fixer.analyze.j2", "fixer.implement.j2", "fixer.verify.j2"]
+            ["fixer.analyze.j2", "fixer.implement.j2"]
         );
         for (_, t) in &prompts {
             assert!(t.starts_with("You are the fixer of a value loop"), "{t}");
