@@ -205,6 +205,50 @@ pub fn plan_brief(s: &SprintState) -> Value {
     Value::Array(s.tasks.iter().map(task_brief).collect())
 }
 
+/// The plan as a builder needs it: the tasks its task depends on and those that
+/// depend on it, and a count of the rest (the whole plan would grow every builder's
+/// context with the plan's size).
+pub fn plan_around(s: &SprintState, task: &SprintTask) -> Value {
+    /// Dependents shown (a task many others build on would otherwise bring the plan).
+    const MAX_DEPENDENTS: usize = 8;
+    let mut near: Vec<Value> = s
+        .tasks
+        .iter()
+        .filter(|t| task.dependencies.contains(&t.id))
+        .map(task_brief)
+        .collect();
+    let dependents: Vec<&SprintTask> = s
+        .tasks
+        .iter()
+        .filter(|t| t.id != task.id && t.dependencies.contains(&task.id))
+        .collect();
+    near.extend(
+        dependents
+            .iter()
+            .take(MAX_DEPENDENTS)
+            .map(|t| task_brief(t)),
+    );
+    let more = dependents.len().saturating_sub(MAX_DEPENDENTS);
+    let count = |st| s.tasks.iter().filter(|t| t.status == st).count();
+    use agentforge_value_loop::state::TaskStatus as T;
+    json!({
+        "related_tasks": near,
+        "whole_plan": format!(
+            "{} tasks: {} done, {} pending or in progress, {} blocked, {} descoped{}",
+            s.tasks.len(),
+            count(T::Done),
+            count(T::Pending) + count(T::InProgress),
+            count(T::Blocked),
+            count(T::Descoped),
+            if more > 0 {
+                format!("; {more} more tasks depend on this one")
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
 /// One task as a brief shows it.
 pub fn task_brief(t: &SprintTask) -> Value {
     json!({
@@ -231,6 +275,25 @@ pub fn verifications_brief(s: &SprintState) -> Value {
                     "command": v.command,
                     "status": v.status,
                     "proves": v.proves,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The verifications a builder of `task` answers for: those proving it and those that
+/// passed before (it must not break them), without the lists of every task they prove.
+pub fn verifications_for(s: &SprintState, task: &SprintTask) -> Value {
+    Value::Array(
+        s.verifications
+            .iter()
+            .filter(|v| v.proves.contains(&task.id) || s.regression_baseline.contains(&v.id))
+            .map(|v| {
+                json!({
+                    "id": v.id,
+                    "command": v.command,
+                    "status": v.status,
+                    "proves_this_task": v.proves.contains(&task.id),
                 })
             })
             .collect(),

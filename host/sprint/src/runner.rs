@@ -932,8 +932,8 @@ impl<'a> SprintRunner<'a> {
                     caller(task.source, Some(task.id.clone())),
                 )
                 .with("task", roles::task_brief(&task))
-                .with("plan", roles::plan_brief(&s))
-                .with("verifications", roles::verifications_brief(&s))
+                .with("plan", roles::plan_around(&s, &task))
+                .with("verifications", roles::verifications_for(&s, &task))
                 .with("research", self.research_so_far()?)
                 .with_checks(&checks_for(&s, &[], Some(&task.id)));
                 let r = self.run_job(&job, &s).await?;
