@@ -1695,6 +1695,32 @@ fn context_tokens_stay_flat_across_a_long_sprint() {
         );
     }
     // The builder: the last task's calls against the first's, step for step.
+    // The share of the context tokens (the host's counts; the scripted usage is
+    // arbitrary) spent before the first EXECUTE: the pre-loop.
+    let events = s.events();
+    let first_execute = events
+        .iter()
+        .find(|e| e["decision"]["action"] == "EXECUTE")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let (mut before, mut total) = (0u64, 0u64);
+    for t in s.role_tasks() {
+        let seq: u64 = t.split('-').rev().nth(1).unwrap().parse().unwrap();
+        let sum: u64 = s
+            .actions(&t)
+            .iter()
+            .map(|a| a["context_tokens"].as_u64().unwrap())
+            .sum();
+        total += sum;
+        if seq < first_execute {
+            before += sum;
+        }
+    }
+    eprintln!(
+        "long: context tokens before the first EXECUTE {before} of {total} ({:.1}%)",
+        100.0 * before as f64 / total as f64
+    );
     let builders = contexts(&s, "builder");
     let (first_task, first) = builders.first().unwrap();
     let (last_task, last) = builders.last().unwrap();

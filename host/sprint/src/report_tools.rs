@@ -49,7 +49,20 @@ pub fn apply_call(
     let message = if tool == MANAGE_TASK {
         let call: ManageTask = serde_json::from_value(args.clone())
             .map_err(|e| format!("VALIDATION_ERROR: manage_task: {e}"))?;
-        manage_task::apply(call, caller.source, state, limits)?
+        let done = manage_task::apply(call, caller.source, state, limits)?;
+        // The role's brief is the plan as it was when the task started: the answer says
+        // what the plan is now, so a planner adding many tasks keeps track of them.
+        let open: Vec<&str> = state
+            .tasks
+            .iter()
+            .filter(|t| t.is_open())
+            .map(|t| t.id.as_str())
+            .collect();
+        format!(
+            "{done}\nopen tasks now ({}): {}",
+            open.len(),
+            open.join(", ")
+        )
     } else {
         let report =
             Report::parse(tool, args.clone()).map_err(|e| format!("VALIDATION_ERROR: {e}"))?;

@@ -205,6 +205,29 @@ pub fn plan_brief(s: &SprintState) -> Value {
     Value::Array(s.tasks.iter().map(task_brief).collect())
 }
 
+/// The plan in one line per task (`T3 [pending] <description> (after T1, T2)`): what a
+/// planner adding tasks needs to avoid duplicates and name dependencies, at a fraction
+/// of the whole plan's size (it grows with every task the planner adds).
+pub fn plan_outline(s: &SprintState) -> Value {
+    Value::Array(
+        s.tasks
+            .iter()
+            .map(|t| {
+                let status = serde_json::to_value(t.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let after = if t.dependencies.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (after {})", t.dependencies.join(", "))
+                };
+                Value::String(format!("{} [{status}] {}{after}", t.id, t.description))
+            })
+            .collect(),
+    )
+}
+
 /// The plan as a builder needs it: the tasks its task depends on and those that
 /// depend on it, and a count of the rest (the whole plan would grow every builder's
 /// context with the plan's size).

@@ -1529,7 +1529,7 @@ fn gate_job(
         .with("prd", Value::String(prd.to_string()))
         .with("discovery", discovery)
         .with("findings", critiques)
-        .with("plan", roles::plan_brief(s)),
+        .with("plan", roles::plan_outline(s)),
         _ => RoleJob::new(
             Role::Critic,
             seq,
