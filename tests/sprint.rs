@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use support::built_plugins::{plugins, root};
 use support::notes::agentforge;
 use support::scripted_server::{Protocol, Scripted, ScriptedServer};
@@ -1000,4 +1000,83 @@ fn a_sprint_folder_without_prd_is_refused_clearly() {
     assert!(stderr(&out).contains("--sprint"), "{}", stderr(&out));
     assert!(stderr(&out).contains("my-sprint"), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&kept).unwrap(), original);
+}
+
+/// `[value_loop] vrc_every_iteration`: after every iteration that ran no evaluator, a
+/// VRC, full (the evaluator) in iterations 1-3 and 5, quick (the classifier) otherwise;
+/// a role that reports none leaves the fallback snapshot. The sprint still delivers.
+#[test]
+fn the_vrc_heartbeat_scores_every_iteration() {
+    let tmp = workspace();
+    let ws = tmp.path();
+    let mut config = std::fs::read_to_string(ws.join("agentforge.toml")).unwrap();
+    config.push_str("\n[value_loop]\nvrc_every_iteration = true\n");
+    std::fs::write(ws.join("agentforge.toml"), config).unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    copy_dir(&session(), sessions.path());
+    let vrc = |score: f64, summary: &str| {
+        json!({"tool": "report_vrc", "arguments": {
+            "value_score": score, "deliverables_verified": 0, "deliverables_total": 2,
+            "recommendation": "CONTINUE", "summary": summary}})
+        .to_string()
+    };
+    // Iterations 1, 2, 3 and 5 (events 7, 8, 9, 11): full, by the evaluator.
+    for (seq, score) in [(7, 0.2), (8, 0.4), (9, 0.5), (11, 0.8)] {
+        std::fs::write(
+            sessions
+                .path()
+                .join(format!("{seq:03}-vrc-evaluator.jsonl")),
+            vrc(score, "full"),
+        )
+        .unwrap();
+    }
+    // Iteration 4 (RUN_QC): quick, by the classifier, which reports an impossible score
+    // (refused) and then gives up: no VRC, so the fallback snapshot.
+    std::fs::write(
+        sessions.path().join("010-vrc-classifier.jsonl"),
+        format!(
+            "{}\n{}\n",
+            vrc(1.7, "too good"),
+            json!({"tool": "escalate", "arguments": {"reason": "cannot score"}})
+        ),
+    )
+    .unwrap();
+    let out = cli(ws)
+        .arg("run")
+        .arg(example())
+        .arg("--replay")
+        .arg(sessions.path())
+        .arg("--plugins")
+        .arg(plugins())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = events(ws);
+    let iterations: Vec<&Value> = events.iter().filter(|e| e["kind"] == "iteration").collect();
+    assert_eq!(iterations.len(), 7);
+    for e in &iterations {
+        let state = &e["state_after"];
+        let n = state["iteration"].as_u64().unwrap();
+        let last = state["vrc_history"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(last["iteration"], n, "iteration {n}: {last}");
+        let (full, fallback) = match n {
+            4 => (false, true),
+            // 6 and 7 are the critical evaluation and the exit gate: their evaluator's.
+            6 => (false, false),
+            _ => (true, false),
+        };
+        assert_eq!(last["full"], full, "iteration {n}: {last}");
+        assert_eq!(last["fallback"], fallback, "iteration {n}: {last}");
+    }
+    // The refused call is in the quick VRC's log, fed back like any refused action.
+    let quick = std::fs::read_to_string(
+        task_dir(ws, &format!("{SPRINT}-010-vrc-classifier")).join("actions.jsonl"),
+    )
+    .unwrap();
+    assert!(quick.contains("VALIDATION_ERROR"), "{quick}");
 }

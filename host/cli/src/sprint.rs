@@ -256,6 +256,7 @@ async fn drive(
             progress: !flags.quiet,
             confirm_pause,
             plan_gates: factory.config.value_loop.plan_gates.clone(),
+            vrc_every_iteration: factory.config.value_loop.vrc_every_iteration,
         },
         stop,
     );

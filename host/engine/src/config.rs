@@ -86,6 +86,12 @@ pub struct ValueLoopConfig {
     /// (the host checks the discovered tools and commands), or the task type of a
     /// context-schema plugin the project brings (its own gate).
     pub plan_gates: Vec<String>,
+    /// The VRC heartbeat (seed 002 section 10): a VRC after every iteration that ran no
+    /// evaluator, full (the evaluator) in the first 3 iterations and every 5th, quick
+    /// (the classifier, on the metrics) otherwise. Off by default: it costs a model call
+    /// per iteration; without it the evaluator scores at critical evaluation and at the
+    /// exit gate.
+    pub vrc_every_iteration: bool,
 }
 
 /// The plan gates the host knows (see [`ValueLoopConfig::plan_gates`]).

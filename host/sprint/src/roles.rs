@@ -133,6 +133,13 @@ impl RoleJob {
         }
     }
 
+    /// Names it `<seq>-<part>-<role>` (a second task of the same role in one iteration).
+    pub fn named(mut self, part: &str) -> RoleJob {
+        let seq = self.name.split('-').next().unwrap_or_default().to_string();
+        self.name = format!("{seq}-{part}-{}", self.role.name());
+        self
+    }
+
     /// Ends the task when `tool`'s call is accepted.
     pub fn finishing_with(mut self, tool: &'static str) -> RoleJob {
         self.finish_with = Some(tool);

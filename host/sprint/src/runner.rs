@@ -156,6 +156,8 @@ pub struct RunOptions {
     pub confirm_pause: bool,
     /// Plan gates after the plan review (`[value_loop] plan_gates`).
     pub plan_gates: Vec<String>,
+    /// A VRC after every iteration (`[value_loop] vrc_every_iteration`).
+    pub vrc_every_iteration: bool,
 }
 
 /// What each of the seed's plan gates asks of the critic (section 4.6).
@@ -1076,6 +1078,15 @@ impl<'a> SprintRunner<'a> {
             ));
             format!("{outcome}{commit}")
         };
+        // The heartbeat: a VRC of where the sprint stands after this iteration.
+        if self.opts.vrc_every_iteration
+            && !matches!(action, LoopAction::CriticalEval | LoopAction::ExitGate)
+            && end.is_none()
+        {
+            let r = self.heartbeat(seq, &s, &vision, &prd).await?;
+            s = r.state.clone();
+            jobs.push(r);
+        }
         // The services as the iteration leaves them (a fix may have broken one).
         self.refresh_services(&mut s).await;
         // Accounting, measured.
@@ -1136,6 +1147,76 @@ impl<'a> SprintRunner<'a> {
         Ok(end)
     }
 
+    /// The VRC heartbeat after an iteration: full (the evaluator) in the first three
+    /// iterations and every fifth, quick otherwise (the classifier, on the metrics only);
+    /// the fallback snapshot when no VRC comes.
+    async fn heartbeat(
+        &self,
+        seq: u64,
+        s: &SprintState,
+        vision: &str,
+        prd: &str,
+    ) -> Result<JobResult, RunnerError> {
+        let full = s.iteration <= 3 || s.iteration % 5 == 0;
+        let caller = Caller {
+            iteration: s.iteration,
+            task: None,
+            source: TaskSource::Vrc,
+            gate: None,
+        };
+        let job = if full {
+            RoleJob::new(
+                Role::Evaluator,
+                seq,
+                "assess how much of the vision's value is delivered",
+                &["report_vrc"],
+                "FULL VRC: judge how much of the vision's value is delivered now, from the deliverable itself, the plan and the verifications. Call report_vrc once (deliverables, value score 0..1, gaps, recommendation); the accepted VRC ends your task. Gaps are recorded, they do not become tasks.",
+                caller,
+            )
+            .with("vision", Value::String(vision.to_string()))
+            .with("prd", Value::String(prd.to_string()))
+            .with("plan", roles::plan_outline(s))
+            .with("verifications", roles::verifications_brief(s))
+        } else {
+            let count = |st: TaskStatus| s.tasks.iter().filter(|t| t.status == st).count();
+            let passing = s
+                .verifications
+                .iter()
+                .filter(|v| v.status == VerificationStatus::Passed)
+                .count();
+            RoleJob::new(
+                Role::Classifier,
+                seq,
+                "classify the sprint's progress from its metrics",
+                &["report_vrc"],
+                "QUICK VRC: from the metrics below only, classify progress toward the vision: call report_vrc once with the value score, the deliverables verified and a recommendation (CONTINUE unless the metrics say otherwise); the accepted VRC ends your task.",
+                caller,
+            )
+            .with(
+                "vrc",
+                json!({
+                    "tasks": format!("{} of {} done, {} blocked", count(TaskStatus::Done), s.tasks.len(), count(TaskStatus::Blocked)),
+                    "verifications": format!("{passing} of {} passing", s.verifications.len()),
+                    "previous": s.vrc_history.last().map(|v| json!({"iteration": v.iteration, "value_score": v.value_score, "recommendation": v.recommendation})),
+                }),
+            )
+        }
+        .named("vrc")
+        .finishing_with("report_vrc");
+        let mut r = self.run_job(&job, s).await?;
+        let iteration = s.iteration;
+        match r.state.vrc_history.last_mut() {
+            Some(v)
+                if v.iteration == iteration
+                    && r.produced.calls.iter().any(|c| c == "report_vrc") =>
+            {
+                v.full = full;
+            }
+            _ => push_fallback_vrc(&mut r.state, iteration, full),
+        }
+        Ok(r)
+    }
+
     /// The evaluator: findings and a VRC (full at the exit gate). Without a VRC from it,
     /// the host's fallback snapshot (the share of passing verifications) stands in.
     async fn evaluate(
@@ -1179,31 +1260,7 @@ impl<'a> SprintRunner<'a> {
             {
                 v.full = full;
             }
-            _ => {
-                let total = r.state.verifications.len() as u32;
-                let passing = r
-                    .state
-                    .verifications
-                    .iter()
-                    .filter(|v| v.status == VerificationStatus::Passed)
-                    .count() as u32;
-                r.state.vrc_history.push(VrcSnapshot {
-                    iteration,
-                    deliverables_total: total,
-                    deliverables_verified: passing,
-                    deliverables_blocked: 0,
-                    value_score: if total == 0 {
-                        0.0
-                    } else {
-                        f64::from(passing) / f64::from(total)
-                    },
-                    gaps: vec![],
-                    recommendation: Recommendation::Continue,
-                    summary: "fallback: the evaluator gave no VRC; this is the share of passing verifications".into(),
-                    full,
-                    fallback: true,
-                });
-            }
+            _ => push_fallback_vrc(&mut r.state, iteration, full),
         }
         Ok(r)
     }
@@ -1323,6 +1380,33 @@ fn checks_for(
         })
         .cloned()
         .collect()
+}
+
+/// The fallback snapshot when a role gave no VRC (the heartbeat never skips): the share
+/// of passing verifications, measured.
+fn push_fallback_vrc(s: &mut SprintState, iteration: u32, full: bool) {
+    let total = s.verifications.len() as u32;
+    let passing = s
+        .verifications
+        .iter()
+        .filter(|v| v.status == VerificationStatus::Passed)
+        .count() as u32;
+    s.vrc_history.push(VrcSnapshot {
+        iteration,
+        deliverables_total: total,
+        deliverables_verified: passing,
+        deliverables_blocked: 0,
+        value_score: if total == 0 {
+            0.0
+        } else {
+            f64::from(passing) / f64::from(total)
+        },
+        gaps: vec![],
+        recommendation: Recommendation::Continue,
+        summary: "fallback: no VRC was reported; this is the share of passing verifications".into(),
+        full,
+        fallback: true,
+    });
 }
 
 /// Those of `ids` whose verification has `status` now.
