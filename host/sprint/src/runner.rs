@@ -1157,7 +1157,7 @@ impl<'a> SprintRunner<'a> {
         vision: &str,
         prd: &str,
     ) -> Result<JobResult, RunnerError> {
-        let full = s.iteration <= 3 || s.iteration % 5 == 0;
+        let full = s.iteration <= 3 || s.iteration.is_multiple_of(5);
         let caller = Caller {
             iteration: s.iteration,
             task: None,
