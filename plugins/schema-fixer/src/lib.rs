@@ -78,13 +78,7 @@ mod tests {
         let phases = &info.phase_graph["phases"];
         assert_eq!(
             names(phases),
-            [
-                "analyze",
-                "implement",
-                "complete",
-                "failed",
-                "escalated"
-            ]
+            ["analyze", "implement", "complete", "failed", "escalated"]
         );
         // `complete` is offered in implement, requiring `ready`.
         let completes: Vec<&Value> = phases
@@ -104,10 +98,7 @@ mod tests {
     fn the_roles_prompts_and_its_fields_first() {
         let prompts = Fixer::describe().prompts;
         let names: Vec<&str> = prompts.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            ["fixer.analyze.j2", "fixer.implement.j2"]
-        );
+        assert_eq!(names, ["fixer.analyze.j2", "fixer.implement.j2"]);
         for (_, t) in &prompts {
             assert!(t.starts_with("You are the fixer of a value loop"), "{t}");
             for part in ["`instructions`", "report tool", "`complete`"] {
