@@ -432,6 +432,18 @@ fn the_example_sprint_is_delivered_end_to_end() {
         .collect();
     assert!(tools.contains(&"manage_task"), "{tools:?}");
     assert!(!tools.contains(&"report_vrc"), "{tools:?}");
+
+    // A role task is resumed only inside its sprint.
+    let out = cli(ws)
+        .args(["resume", &format!("{SPRINT}-007-builder")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("agentforge resume {SPRINT}")),
+        "{}",
+        stderr(&out)
+    );
 }
 
 // ------------------------------------------------------------------ 2. kill -9 and resume

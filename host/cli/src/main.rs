@@ -358,6 +358,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 Some(id) => id.clone(),
                 None => latest_running(&store).map_err(usage)?,
             };
+            if let Some(sprint) = store
+                .open(&id)
+                .ok()
+                .and_then(|d| sprint::role_task_sprint(d.path()))
+            {
+                return Err(usage(anyhow!(
+                    "task `{id}` is a role task of sprint `{sprint}`: it runs with the sprint's report tools and model routing; resume the sprint with `agentforge resume {sprint}`"
+                )));
+            }
             let recorded = store
                 .open(&id)
                 .map_err(usage)?
@@ -705,7 +714,8 @@ fn latest_running(store: &TaskStore) -> Result<String> {
     for id in store.list()? {
         let dir = store.open(&id)?;
         let state = dir.load_state()?;
-        if state.status != TaskStatus::Running {
+        // A sprint's role task runs only inside its sprint (`resume <sprint-id>`).
+        if state.status != TaskStatus::Running || sprint::role_task_sprint(dir.path()).is_some() {
             continue;
         }
         let t = std::fs::metadata(dir.path().join("state.yaml"))

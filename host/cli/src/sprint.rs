@@ -165,6 +165,31 @@ pub async fn resume(
     drive(g, dir, flags, confirm_pause).await
 }
 
+/// The sprint a role task belongs to (`None`: an ordinary task), from the record the
+/// runner keeps in its folder and its id `<sprint>-<seq>-...`.
+pub fn role_task_sprint(task_dir: &Path) -> Option<String> {
+    agentforge::sprint::report_tools::RoleTools::load(task_dir)?;
+    let id = task_dir.file_name()?.to_string_lossy().into_owned();
+    // `<sprint>-<seq>-<role>` or `<sprint>-<seq>-<part>-<role>`: the sprint is what
+    // comes before the three-digit sequence number.
+    let parts: Vec<&str> = id.split('-').collect();
+    let at = parts
+        .iter()
+        .rposition(|p| p.len() >= 3 && p.chars().all(|c| c.is_ascii_digit()))?;
+    Some(parts[..at].join("-"))
+}
+
+/// The sprint's state for a command that only reads (`status`, `render`): repaired from
+/// the log when no runner holds the sprint, else the runner's last saved state (a repair
+/// now could cut a line the runner is writing).
+fn read_state(dir: &SprintDir) -> Result<SprintState, Failure> {
+    match dir.lock() {
+        Ok(_lock) => dir.recover().map(|(s, _)| s).map_err(failed),
+        Err(agentforge::state_store::StoreError::Busy { .. }) => dir.load_state().map_err(failed),
+        Err(e) => Err(failed(e)),
+    }
+}
+
 /// Whether `id` names a sprint of the workspace.
 pub fn exists(g: &Global, id: &str) -> bool {
     super::workspace_root(g)
@@ -227,6 +252,13 @@ async fn drive(
     }
     let limits = Limits::new(&config.value_loop.limits)
         .map_err(|e| usage(anyhow!("[value_loop.limits]: {e}")))?;
+    // The host's own measurements (verifications, the pause's check) run commands before
+    // any role task does: the checks' environment policy and masks apply to them too.
+    agentforge::secrets::install(
+        config
+            .env_policy()
+            .map_err(|e| usage(anyhow!("[checks.env]: {e}")))?,
+    );
     let factory = CliFactory {
         g,
         config,
@@ -352,8 +384,9 @@ fn pick(g: &Global, id: Option<&str>) -> Result<SprintDir, Failure> {
 /// `agentforge status [SPRINT]`.
 pub fn status(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
     let dir = pick(g, id)?;
-    let (state, _) = dir.recover().map_err(failed)?;
-    let outcome = dir.recorded_end().map_err(failed)?;
+    let state = read_state(&dir)?;
+    // A runner may be appending a line: what cannot be read now is left out.
+    let outcome = dir.recorded_end().ok().flatten();
     print_status(g, &dir, &state, outcome.as_ref())?;
     Ok(0)
 }
@@ -361,8 +394,9 @@ pub fn status(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
 /// `agentforge render [SPRINT]`: rewrites the views from the state.
 pub fn render(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
     let dir = pick(g, id)?;
-    let (state, _) = dir.recover().map_err(failed)?;
-    let outcome = dir.recorded_end().map_err(failed)?;
+    let state = read_state(&dir)?;
+    // A runner may be appending a line: what cannot be read now is left out.
+    let outcome = dir.recorded_end().ok().flatten();
     agentforge::sprint::runner::write_views(&dir, &state, outcome.as_ref()).map_err(failed)?;
     for name in [
         "IMPLEMENTATION_PLAN.md",
@@ -384,7 +418,7 @@ fn print_status(
     outcome: Option<&SprintOutcome>,
 ) -> Result<(), Failure> {
     let m = ValueMeasure::of(s);
-    let events = dir.read_events().map_err(failed)?;
+    let events = dir.read_events().unwrap_or_default();
     let monitor = events.iter().rev().find_map(|e| e.monitor.clone());
     let limits = Limits::default();
     let health = monitor

@@ -55,8 +55,12 @@ impl Git {
                 "user.name=AgentForge",
                 "-c",
                 "user.email=agentforge@localhost",
+                // Never a prompt (a signing passphrase) in a loop that runs unattended.
+                "-c",
+                "commit.gpgsign=false",
             ])
             .args(args)
+            .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| self.error(args, e.to_string()))?;
         if !out.status.success() {

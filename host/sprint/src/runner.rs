@@ -133,6 +133,9 @@ pub enum RunnerError {
     /// Another process runs the sprint (or one of its role tasks).
     #[error(transparent)]
     Busy(agentforge_store::state_store::StoreError),
+    /// The decision engine and the state disagree (a bug): stopping beats looping.
+    #[error("inconsistent sprint state: {0}; please report it with the sprint folder")]
+    Inconsistent(String),
     /// A stop was requested (SIGINT / SIGTERM); `resume` continues.
     #[error("interrupted")]
     Interrupted,
@@ -197,6 +200,8 @@ pub struct SprintRunner<'a> {
     stop: StopRequest,
     git: Option<Git>,
     monitor_config: MonitorConfig,
+    /// The pause recorded when this run started (the one `--confirm-pause` answers).
+    paused_at_start: Option<Pause>,
 }
 
 impl<'a> SprintRunner<'a> {
@@ -212,6 +217,7 @@ impl<'a> SprintRunner<'a> {
         SprintRunner {
             workspace: workspace.to_path_buf(),
             git: Git::detect(workspace),
+            paused_at_start: dir.load_state().ok().and_then(|s| s.pause),
             dir,
             limits,
             factory,
@@ -259,7 +265,9 @@ impl<'a> SprintRunner<'a> {
                 }
                 continue;
             }
-            self.refresh_services(&mut state).await;
+            // The decision is taken from the recorded state only (services as the last
+            // iteration measured them), so a resumed sprint decides as the interrupted
+            // one did and continues the same role tasks.
             match decide(&self.limits, &state) {
                 Decision::Stop(reason) => {
                     let partial_value = ValueMeasure::of(&state) != ValueMeasure::default();
@@ -371,7 +379,21 @@ impl<'a> SprintRunner<'a> {
             source,
         };
         let dir = match rt.store.open(&spec.id) {
-            Ok(d) => d,
+            Ok(d) => {
+                // The same decision on the same recorded state gives the same task; any
+                // other means the inputs changed (the configuration's plan gates...).
+                let stored = d.spec().map_err(|e| role_err(ExecError::Store(e)))?;
+                if stored != spec {
+                    return Err(RunnerError::Setup {
+                        role: job.role,
+                        message: format!(
+                            "role task `{}` exists for another job than this iteration's ({}); was the configuration ([value_loop]) changed since the sprint ran? Restore it, or start a new sprint with --sprint",
+                            spec.id, stored.goal
+                        ),
+                    });
+                }
+                d
+            }
             Err(_) => rt.create_task(&spec).map_err(role_err)?,
         };
         let _lock = dir.lock().map_err(|e| role_err(ExecError::Store(e)))?;
@@ -588,6 +610,10 @@ impl<'a> SprintRunner<'a> {
         let mut after = result.state.clone();
         after.tokens_used += result.tokens;
         let (verdict, outcome) = judge_gate(gate, state, &mut after, &self.dir);
+        if gate == "discovery" {
+            // The services discovery found, measured before the first decision needs them.
+            self.refresh_services(&mut after).await;
+        }
         self.say(format!("[pre-loop] gate `{gate}`: {verdict}"));
         let end = outcome
             .as_ref()
@@ -697,7 +723,9 @@ impl<'a> SprintRunner<'a> {
                     }
                 }
                 let Some(pause) = s.pause.clone() else {
-                    return Ok(None);
+                    return Err(RunnerError::Inconsistent(
+                        "INTERACTIVE_PAUSE was decided with no pause and no task waiting for a person".into(),
+                    ));
                 };
                 let done = match &pause.verification {
                     Some(cmd) => {
@@ -708,7 +736,11 @@ impl<'a> SprintRunner<'a> {
                         .await;
                         ran.first().is_some_and(|r| r.exit_code == Some(0))
                     }
-                    None => self.opts.confirm_pause,
+                    // `--confirm-pause` answers the pause the person saw, the one
+                    // recorded when this run started, not a later one.
+                    None => {
+                        self.opts.confirm_pause && self.paused_at_start.as_ref() == Some(&pause)
+                    }
                 };
                 if done {
                     s.pause = None;
@@ -736,7 +768,7 @@ impl<'a> SprintRunner<'a> {
                             },
                             format!("paused: {instructions}"),
                             &[],
-                            None,
+                            Some(self.last_monitor()?),
                             &paused,
                             None,
                         )?;
@@ -917,7 +949,9 @@ impl<'a> SprintRunner<'a> {
             }
             LoopAction::Execute => {
                 let Some(task) = s.next_task().cloned() else {
-                    return Ok(None);
+                    return Err(RunnerError::Inconsistent(
+                        "EXECUTE was decided with no task ready".into(),
+                    ));
                 };
                 if let Some(t) = s.task_mut(&task.id) {
                     t.status = TaskStatus::InProgress;
@@ -997,8 +1031,10 @@ impl<'a> SprintRunner<'a> {
                                     source,
                                 },
                             )?;
-                            git.rollback()?;
                         }
+                        // Every time, resumed or not: a kill may have come between the
+                        // marker and the end of the rollback (it is idempotent).
+                        git.rollback()?;
                         let _ = self.measure(&mut s, &broke).await;
                         let _ = s.task_not_completed(&task.id, &self.limits);
                         format!(
@@ -1069,13 +1105,16 @@ impl<'a> SprintRunner<'a> {
                 && s.verification(id)
                     .is_some_and(|v| v.status == VerificationStatus::Failed)
         });
-        let outcome = if broke_baseline || matches!(action, LoopAction::RunQc) {
+        // What a person did for a pause (a credential, an account) is never committed.
+        let outcome = if broke_baseline
+            || matches!(action, LoopAction::RunQc | LoopAction::InteractivePause)
+        {
             outcome
         } else {
             let commit = self.commit(&format!(
                 "{} iteration {}: {}",
                 s.sprint, s.iteration, outcome
-            ));
+            ))?;
             format!("{outcome}{commit}")
         };
         // The heartbeat: a VRC of where the sprint stands after this iteration.
@@ -1349,16 +1388,17 @@ impl<'a> SprintRunner<'a> {
             .unwrap_or_default())
     }
 
-    /// Commits a verified task (where the workspace is a repository): ` (commit X)`.
-    fn commit(&self, message: &str) -> String {
-        match &self.git {
-            Some(git) => match git.commit(message) {
-                Ok(Some(hash)) => format!(" (commit {hash})"),
-                Ok(None) => String::new(),
-                Err(e) => format!(" (not committed: {e})"),
+    /// Commits what an iteration changed (where the workspace is a repository):
+    /// ` (commit X)`. A failed commit stops the run (resumable): a later rollback would
+    /// otherwise lose verified work that never reached a commit.
+    fn commit(&self, message: &str) -> Result<String, RunnerError> {
+        Ok(match &self.git {
+            Some(git) => match git.commit(message)? {
+                Some(hash) => format!(" (commit {hash})"),
+                None => String::new(),
             },
             None => String::new(),
-        }
+        })
     }
 }
 
@@ -1374,7 +1414,7 @@ fn checks_for(
     s.verifications
         .iter()
         .filter(|v| {
-            s.regression_baseline.contains(&v.id)
+            (s.regression_baseline.contains(&v.id) && v.status == VerificationStatus::Passed)
                 || targets.contains(&v.id)
                 || task.is_some_and(|t| v.proves.iter().any(|p| p == t))
         })

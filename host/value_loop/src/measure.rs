@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::{SprintState, TaskStatus, VerificationStatus};
 
+/// The least rise of the VRC part (in thousandths) that counts as progress.
+pub const MIN_VRC_RISE_PERMILLE: u32 = 50;
+
 /// The value a sprint has, in three measured parts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueMeasure {
@@ -62,11 +65,14 @@ impl ValueMeasure {
         }
     }
 
-    /// Whether any part is above `best` (the high-water mark).
+    /// Whether any part is above `best` (the high-water mark). The VRC part counts only
+    /// when it rose by [`MIN_VRC_RISE_PERMILLE`]: a score that creeps up by a point each
+    /// iteration (a role's judgement, only capped by the passing verifications) must not
+    /// keep resetting the stuck rule and the service-fix bound.
     pub fn exceeds(&self, best: &ValueMeasure) -> bool {
         self.verifications_passing > best.verifications_passing
             || self.acceptance_proven > best.acceptance_proven
-            || self.backed_vrc_permille > best.backed_vrc_permille
+            || self.backed_vrc_permille >= best.backed_vrc_permille + MIN_VRC_RISE_PERMILLE
     }
 
     /// The part-wise maximum.
@@ -150,5 +156,35 @@ mod tests {
         s.record_run("a", Some(0), "").unwrap();
         s.record_run("b", Some(1), "").unwrap();
         assert_eq!(ValueMeasure::of(&s).acceptance_proven, 0);
+    }
+
+    #[test]
+    fn a_vrc_score_that_creeps_up_is_not_progress() {
+        use crate::state::{Recommendation, Verification, VrcSnapshot};
+        let mut s = SprintState::new("s");
+        s.verifications.push(Verification::new("a", "unit", "true"));
+        s.record_run("a", Some(0), "").unwrap();
+        assert!(s.finish_iteration());
+        let vrc = |score: f64| VrcSnapshot {
+            iteration: 1,
+            deliverables_total: 1,
+            deliverables_verified: 1,
+            deliverables_blocked: 0,
+            value_score: score,
+            gaps: vec![],
+            recommendation: Recommendation::Continue,
+            summary: String::new(),
+            full: false,
+            fallback: false,
+        };
+        s.vrc_history.push(vrc(0.50));
+        assert!(s.finish_iteration(), "the first score, from nothing");
+        for score in [0.51, 0.52, 0.53, 0.54] {
+            s.vrc_history.push(vrc(score));
+            assert!(!s.finish_iteration(), "{score}");
+        }
+        // The creep raised the high-water mark: a rise counts from 0.54.
+        s.vrc_history.push(vrc(0.60));
+        assert!(s.finish_iteration(), "0.06 over the best");
     }
 }
