@@ -248,7 +248,16 @@ async fn drive(
     }
     let mut config = load_config_for_sprint(g, &plain, &ws, record.replay.is_some())?;
     if let Some(n) = flags.max_steps {
+        // `--max-steps` bounds every role task of this run, over `[value_loop.roles]`.
         config.limits.max_steps = n;
+        for role in agentforge::config::VALUE_LOOP_ROLES {
+            config
+                .value_loop
+                .roles
+                .entry(role.to_string())
+                .or_default()
+                .max_steps = Some(n);
+        }
     }
     let limits = Limits::new(&config.value_loop.limits)
         .map_err(|e| usage(anyhow!("[value_loop.limits]: {e}")))?;
@@ -417,10 +426,22 @@ fn print_status(
     s: &SprintState,
     outcome: Option<&SprintOutcome>,
 ) -> Result<(), Failure> {
+    // One write at the end, whose failure (a closed pipe: `status | head`) is ignored.
+    let mut out = String::new();
+    macro_rules! outln {
+        ($o:ident, $($t:tt)*) => {{
+            use std::fmt::Write as _;
+            let _ = writeln!($o, $($t)*);
+        }};
+    }
     let m = ValueMeasure::of(s);
     let events = dir.read_events().unwrap_or_default();
     let monitor = events.iter().rev().find_map(|e| e.monitor.clone());
-    let limits = Limits::default();
+    // The project's bounds (the token budget is one of the monitor's inputs).
+    let limits = agentforge::config::Config::load(g.config.as_deref(), &super::workspace_root(g)?)
+        .ok()
+        .and_then(|(c, _)| Limits::new(&c.value_loop.limits).ok())
+        .unwrap_or_default();
     let health = monitor
         .as_ref()
         .map(|mo| mo.evaluate(s, &limits, &Default::default()));
@@ -446,11 +467,13 @@ fn print_status(
             "tokens_per_role": tokens,
             "folder": dir.path(),
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        outln!(out, "{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        flush(&out);
         return Ok(());
     }
     let phase = serde_json::to_value(s.phase).map_err(failed)?;
-    println!(
+    outln!(
+        out,
         "sprint `{}`: {} after {} iteration(s){}",
         s.sprint,
         phase.as_str().unwrap_or_default(),
@@ -471,10 +494,11 @@ fn print_status(
         }
     );
     if let Some(SprintOutcome::Paused { instructions }) = outcome {
-        println!("paused: {instructions}");
+        outln!(out, "paused: {instructions}");
     }
     if let Some(p) = &s.pause {
-        println!(
+        outln!(
+            out,
             "paused for a person: task {}: {}{}",
             p.task_id,
             p.instructions,
@@ -486,12 +510,13 @@ fn print_status(
     }
     if outcome.is_none() {
         if let Some(e) = events.last() {
-            println!("last event: #{} {}", e.seq, e.outcome);
+            outln!(out, "last event: #{} {}", e.seq, e.outcome);
         }
     }
     let count = |st| s.tasks.iter().filter(|t| t.status == st).count();
     use agentforge::value_loop::state::TaskStatus as T;
-    println!(
+    outln!(
+        out,
         "tasks: {} done, {} pending, {} blocked, {} descoped (of {})",
         count(T::Done),
         count(T::Pending) + count(T::InProgress),
@@ -499,7 +524,7 @@ fn print_status(
         count(T::Descoped),
         s.tasks.len()
     );
-    println!(
+    outln!(out,
         "verifications: {} of {} passing; acceptance criteria proven: {}; value (VRC backed): {:.1}%",
         m.verifications_passing,
         s.verifications.len(),
@@ -508,7 +533,8 @@ fn print_status(
     );
     if let Some((h, triggers)) = &health {
         let h = serde_json::to_value(h).map_err(failed)?;
-        println!(
+        outln!(
+            out,
             "health: {}{}",
             h.as_str().unwrap_or_default(),
             if triggers.is_empty() {
@@ -525,7 +551,8 @@ fn print_status(
             }
         );
     }
-    println!(
+    outln!(
+        out,
         "tokens: {} ({})",
         s.tokens_used,
         tokens
@@ -534,6 +561,16 @@ fn print_status(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!("folder: {}", dir.path().display());
+    outln!(out, "folder: {}", dir.path().display());
+    flush(&out);
     Ok(())
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+fn flush(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
 }

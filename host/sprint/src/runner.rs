@@ -1088,10 +1088,17 @@ impl<'a> SprintRunner<'a> {
                     end = Some(SprintOutcome::Delivered);
                     format!("exit gate passed: {}", vrc_line(&s))
                 } else {
-                    let added = self.gap_tasks(&mut s);
+                    // A gap the guardrails refuse (a duplicate, the ceiling) is named, not
+                    // dropped silently.
+                    let (added, refused) = self.gap_tasks(&mut s);
                     format!(
-                        "exit gate not passed ({}); {added} gap task(s) added",
-                        vrc_line(&s)
+                        "exit gate not passed ({}); {added} gap task(s) added{}",
+                        vrc_line(&s),
+                        if refused.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; refused: {}", refused.join("; "))
+                        }
                     )
                 }
             }
@@ -1306,11 +1313,12 @@ impl<'a> SprintRunner<'a> {
 
     /// The exit gate's gaps (of its VRC) become tasks, through the same guardrails as
     /// every plan change; the count added.
-    fn gap_tasks(&self, s: &mut SprintState) -> usize {
+    fn gap_tasks(&self, s: &mut SprintState) -> (usize, Vec<String>) {
         let Some(vrc) = s.vrc_history.last().cloned() else {
-            return 0;
+            return (0, Vec::new());
         };
         let mut added = 0;
+        let mut refused = Vec::new();
         for g in vrc.gaps {
             let call = agentforge_value_loop::manage_task::ManageTask::Add {
                 task_id: format!("EG-{}-{}", s.iteration, g.id),
@@ -1322,18 +1330,17 @@ impl<'a> SprintRunner<'a> {
                 files_expected: vec![],
                 prd_section: String::new(),
             };
-            if agentforge_value_loop::manage_task::apply(
+            match agentforge_value_loop::manage_task::apply(
                 call,
                 TaskSource::ExitGate,
                 s,
                 &self.limits,
-            )
-            .is_ok()
-            {
-                added += 1;
+            ) {
+                Ok(_) => added += 1,
+                Err(why) => refused.push(format!("gap {}: {why}", g.id)),
             }
         }
-        added
+        (added, refused)
     }
 
     /// The research briefs of earlier iterations (from their researchers' logs).
