@@ -318,12 +318,9 @@ impl SprintDir {
     /// state per event: reading it all each iteration would cost O(n) per iteration).
     pub fn last_event(&self) -> Result<Option<Event>, SprintStoreError> {
         let p = self.log_path();
-        let text = match fs::read_to_string(&p) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("cannot read", &p)(e)),
-        };
-        let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
+        let lines = agentforge_store::state_store::read_last_lines(&p, 1)
+            .map_err(io_err("cannot read", &p))?;
+        let Some(line) = lines.last() else {
             return Ok(None);
         };
         serde_json::from_str(line)

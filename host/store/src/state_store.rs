@@ -275,6 +275,35 @@ fn last_lines(body: &[u8], n: usize, whole: bool) -> Option<(Vec<String>, usize)
     Some((out, first))
 }
 
+/// The last `n` non-blank lines of the file at `path` (oldest first; empty when it does
+/// not exist), read from its end: [`last_lines`] over a tail that grows only until it
+/// holds them, so the cost follows the lines' size, not the file's.
+pub fn read_last_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let mut chunk: u64 = 64 * 1024;
+    loop {
+        let start = len.saturating_sub(chunk);
+        f.seek(SeekFrom::Start(start))?;
+        let mut buf = Vec::with_capacity((len - start) as usize);
+        f.read_to_end(&mut buf)?;
+        // Skip a partial first line unless the read began at the file's start.
+        let body_start = if start == 0 {
+            0
+        } else {
+            memchr::memchr(b'\n', &buf).map_or(buf.len(), |i| i + 1)
+        };
+        match last_lines(&buf[body_start..], n, start == 0) {
+            Some((lines, _)) => return Ok(lines),
+            None => chunk = chunk.saturating_mul(4),
+        }
+    }
+}
+
 fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let synced = durability == Durability::Synced;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -895,6 +924,23 @@ mod tests {
     use agentforge_core::state::*;
 
     use super::*;
+
+    #[test]
+    fn read_last_lines_reads_the_tail_of_a_long_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log.jsonl");
+        assert!(read_last_lines(&p, 1).unwrap().is_empty());
+        // Lines longer than the first read, so the tail must grow.
+        let long = "x".repeat(100 * 1024);
+        let text = format!("first\n{long}\nsecond-to-last {long}\nlast\n\n");
+        std::fs::write(&p, &text).unwrap();
+        assert_eq!(read_last_lines(&p, 1).unwrap(), ["last"]);
+        let two = read_last_lines(&p, 2).unwrap();
+        assert_eq!(two[1], "last");
+        assert!(two[0].starts_with("second-to-last x"));
+        assert_eq!(two[0].len(), "second-to-last ".len() + long.len());
+        assert_eq!(read_last_lines(&p, 9).unwrap().len(), 4);
+    }
 
     /// `last_lines` against `str::lines` on every tail of many small logs: blank lines,
     /// CRLF, a last line without its newline, invalid UTF-8, and bodies that start mid-way.
