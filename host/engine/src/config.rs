@@ -73,7 +73,7 @@ pub const VALUE_LOOP_ROLES: &[&str] = &[
 /// max_output_tokens = 8000
 /// max_steps = 12
 /// ```
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ValueLoopConfig {
     /// Bounds (each optional; see `agentforge_value_loop::limits`).
@@ -87,11 +87,23 @@ pub struct ValueLoopConfig {
     /// context-schema plugin the project brings (its own gate).
     pub plan_gates: Vec<String>,
     /// The VRC heartbeat (seed 002 section 10): a VRC after every iteration that ran no
-    /// evaluator, full (the evaluator) in the first 3 iterations and every 5th, quick
-    /// (the classifier, on the metrics) otherwise. Off by default: it costs a model call
-    /// per iteration; without it the evaluator scores at critical evaluation and at the
-    /// exit gate.
+    /// evaluator, full (the evaluator) in the first 3 iterations, every 5th and after a
+    /// course correction, quick (the classifier, on the metrics) otherwise. On by
+    /// default; `false` saves a model call per iteration (route `classifier` to a cheap
+    /// model instead), and then the evaluator scores only at critical evaluation and at
+    /// the exit gate.
     pub vrc_every_iteration: bool,
+}
+
+impl Default for ValueLoopConfig {
+    fn default() -> Self {
+        ValueLoopConfig {
+            limits: Default::default(),
+            roles: Default::default(),
+            plan_gates: Vec::new(),
+            vrc_every_iteration: true,
+        }
+    }
 }
 
 /// The plan gates the host knows (see [`ValueLoopConfig::plan_gates`]).

@@ -47,7 +47,13 @@ pub fn apply_call(
 ) -> Result<String, String> {
     check_loggable(args)?;
     let message = if tool == MANAGE_TASK {
-        let call: ManageTask = serde_json::from_value(args.clone())
+        let mut args = args.clone();
+        // `last` is for the host (it ends the role task), not a change to the plan.
+        last_plan_change(&args)?;
+        if let Some(m) = args.as_object_mut() {
+            m.remove(LAST);
+        }
+        let call: ManageTask = serde_json::from_value(args)
             .map_err(|e| format!("VALIDATION_ERROR: manage_task: {e}"))?;
         let done = manage_task::apply(call, caller.source, state, limits)?;
         // The role's brief is the plan as it was when the task started: the answer says
@@ -81,6 +87,22 @@ pub fn apply_call(
     };
     produced.calls.push(tool.to_string());
     Ok(message)
+}
+
+/// `manage_task`'s `last` argument: `true` says this is the role's last plan change, so
+/// an accepted call ends a role task that has no other report to make (the planner's
+/// plan gate), sparing a step whose only act is `complete`.
+const LAST: &str = "last";
+
+/// Whether a `manage_task` call says it is the last plan change (`last: true`).
+fn last_plan_change(args: &Value) -> Result<bool, String> {
+    match args.get(LAST) {
+        None | Some(Value::Bool(false)) | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(true)) => Ok(true),
+        Some(other) => Err(format!(
+            "VALIDATION_ERROR: manage_task: `last` must be true or false, not {other}"
+        )),
+    }
 }
 
 /// Refuses arguments the action log would shorten (see the module docs).
@@ -182,6 +204,9 @@ pub struct ReportTool {
     spec: ToolSpec,
     /// An accepted call ends the role task (its one job is this report).
     completes: bool,
+    /// `manage_task` in a role task whose one tool it is: an accepted call marked
+    /// `last` ends it.
+    completes_on_last: bool,
     caller: Caller,
     limits: Limits,
     working: Arc<Mutex<SprintState>>,
@@ -210,6 +235,9 @@ impl ReportTool {
                         input_schema: spec.parameters,
                     },
                     completes: finish_with == Some(*n),
+                    // Only where the plan change is the task's one job (a plan gate);
+                    // a course correction still owes its report.
+                    completes_on_last: names == [MANAGE_TASK] && finish_with.is_none(),
                     caller: caller.clone(),
                     limits: limits.clone(),
                     working: working.clone(),
@@ -256,9 +284,11 @@ impl ExtraTool for ReportTool {
             &self.limits,
             &mut produced,
         )?;
+        let ends =
+            self.completes || (self.completes_on_last && last_plan_change(args).unwrap_or(false));
         Ok(ToolOutcome {
             result: ActionResult::Success,
-            completes_task: self.completes.then(|| output.clone()),
+            completes_task: ends.then(|| output.clone()),
             output,
         })
     }
@@ -406,5 +436,56 @@ mod tests {
             .invoke(&json!({"verdict": "APPROVE", "reasons": ["sound"], "summary": "ok"}))
             .unwrap();
         assert!(done.completes_task.is_some());
+    }
+
+    #[test]
+    fn the_last_plan_change_ends_a_plan_task_only_when_accepted() {
+        let last = |id: &str, d: &str| {
+            let mut a = add(id, d);
+            a["last"] = json!(true);
+            a
+        };
+        let plan = ReportTool::set(
+            &[MANAGE_TASK],
+            None,
+            &caller(),
+            &Limits::default(),
+            SprintState::new("s"),
+        );
+        let first = plan[0].invoke(&add("T1", "parse the input file")).unwrap();
+        assert_eq!(first.completes_task, None);
+        // Refused (a near-duplicate): the task goes on, the model reads why.
+        let dup = plan[0]
+            .invoke(&last("T2", "parse the input file"))
+            .unwrap_err();
+        assert!(dup.starts_with("VALIDATION_ERROR:"), "{dup}");
+        let bad = plan[0]
+            .invoke(&json!({"action": "remove", "task_id": "T1", "last": "yes"}))
+            .unwrap_err();
+        assert!(bad.contains("`last` must be true or false"), "{bad}");
+        let done = plan[0].invoke(&last("T2", "render the report")).unwrap();
+        assert!(done.completes_task.is_some(), "{done:?}");
+        // The recorded call (with `last`) applies like any other.
+        let mut s = SprintState::new("s");
+        apply_call(
+            MANAGE_TASK,
+            &last("T1", "render the report"),
+            &caller(),
+            &mut s,
+            &Limits::default(),
+            &mut Produced::default(),
+        )
+        .unwrap();
+        assert_eq!(s.tasks.len(), 1);
+        // A course correction owes its report: `last` does not end it.
+        let cc = ReportTool::set(
+            &["report_course_correction", MANAGE_TASK],
+            None,
+            &caller(),
+            &Limits::default(),
+            SprintState::new("s"),
+        );
+        let kept = cc[1].invoke(&last("T1", "render the report")).unwrap();
+        assert_eq!(kept.completes_task, None);
     }
 }

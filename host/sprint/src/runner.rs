@@ -1129,7 +1129,7 @@ impl<'a> SprintRunner<'a> {
             && !matches!(action, LoopAction::CriticalEval | LoopAction::ExitGate)
             && end.is_none()
         {
-            let r = self.heartbeat(seq, &s, &vision, &prd).await?;
+            let r = self.heartbeat(seq, &s, action, &vision, &prd).await?;
             s = r.state.clone();
             jobs.push(r);
         }
@@ -1193,17 +1193,20 @@ impl<'a> SprintRunner<'a> {
         Ok(end)
     }
 
-    /// The VRC heartbeat after an iteration: full (the evaluator) in the first three
-    /// iterations and every fifth, quick otherwise (the classifier, on the metrics only);
-    /// the fallback snapshot when no VRC comes.
+    /// The VRC heartbeat after an iteration (seed 002 section 10): full (the evaluator)
+    /// in the first three iterations, every fifth and after a course correction (did it
+    /// help?), quick otherwise (the classifier, on the metrics only); the fallback
+    /// snapshot when no VRC comes.
     async fn heartbeat(
         &self,
         seq: u64,
         s: &SprintState,
+        after: LoopAction,
         vision: &str,
         prd: &str,
     ) -> Result<JobResult, RunnerError> {
-        let full = s.iteration <= 3 || s.iteration.is_multiple_of(5);
+        let full =
+            s.iteration <= 3 || s.iteration.is_multiple_of(5) || after == LoopAction::CourseCorrect;
         let caller = Caller {
             iteration: s.iteration,
             task: None,
@@ -1653,7 +1656,7 @@ fn gate_job(
             seq,
             "write the plan as tasks",
             &[MANAGE_TASK],
-            "Write the plan: call manage_task with action add once per task (task_id T1, T2, ...; description, value, acceptance, dependencies, files_expected, prd_section). Each task delivers a piece of value a verification can prove; few, small tasks. Then call complete.",
+            "Write the plan: call manage_task with action add once per task (task_id T1, T2, ...; description, value, acceptance, dependencies, files_expected, prd_section). Each task delivers a piece of value a verification can prove; few, small tasks. Mark the last one `last: true`: once it is accepted the plan is done.",
             caller,
         )
         .with("vision", Value::String(vision.to_string()))

@@ -67,7 +67,8 @@ pub fn tool_spec(name: &str) -> Option<ToolSpecJson> {
                         "type": ["string", "array"],
                         "items": {"type": "string"},
                         "description": "modify: the new value; a list of task ids for `dependencies`, `descoped` or `pending` for `status`, text otherwise."
-                    }
+                    },
+                    "last": {"type": "boolean", "description": "true on your last plan change: when it is accepted your task ends (no `complete` needed) unless the instructions name a report still to make."}
                 },
                 "required": ["action", "task_id"],
                 "additionalProperties": false
@@ -556,6 +557,12 @@ mod tests {
         let err = parse(json!({"action": "modify", "task_id": "T1", "field": "value", "new_value": "x", "__probe__": 1})).unwrap_err();
         assert!(err.contains("unknown field `__probe__`"), "{err}");
         accepted.extend(["field".to_string(), "new_value".to_string()]);
+        // `last` is read and removed by the host before the call is parsed (it ends the
+        // role task, it changes no task): the one property the type does not know.
+        let err = parse(json!({"action": "remove", "task_id": "T1", "last": true})).unwrap_err();
+        assert!(err.contains("unknown field `last`"), "{err}");
+        assert_eq!(schema["properties"]["last"]["type"], "boolean");
+        accepted.insert("last".to_string());
         assert_eq!(accepted, props);
         // The required fields alone parse.
         let minimal = example(&schema, false);

@@ -16,8 +16,9 @@ use agentforge_plugin_sdk::{export_schema, CurrentState, Schema, SchemaInfo};
 /// The brief's fields this role reads, in the order shown.
 pub const SHOWN: [&str; 5] = ["instructions", "vision", "prd", "discovery", "plan"];
 
-/// The role. Its phase graph: one working phase, `review` (read_file, search, load_context,
-/// then `complete` with no precondition, or escalate); nothing that writes.
+/// The role. Its phase graph: one working phase, `review` (read_file, search, then
+/// `complete` with no precondition, or escalate); nothing that writes. No
+/// `load_context`: its documents are in its brief, and a file is one read_file away.
 const ROLE: Role = Role {
     name: "planner",
     description: "turn the vision and the PRD into a plan of small, verifiable tasks, read-only, and report it",
@@ -77,13 +78,7 @@ mod tests {
         let review = &phases[0]["actions"];
         assert_eq!(
             names(review),
-            [
-                "read_file",
-                "search",
-                "load_context",
-                "complete",
-                "escalate"
-            ]
+            ["read_file", "search", "complete", "escalate"]
         );
         for a in review.as_array().unwrap() {
             assert!(a.get("requires").is_none(), "{a}");
