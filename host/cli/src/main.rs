@@ -16,6 +16,7 @@ use agentforge::executor::{ExecError, Executor, Runtime};
 use agentforge::providers::{Provider, RetryObserver};
 use agentforge::state_store::{RecordedProvider, TaskStatus, TaskStore};
 use agentforge::task::TaskSpec;
+use agentforge::task_git::{Started, TaskGitError, TaskRepo};
 use agentforge::tools::Workspace;
 
 mod sprint;
@@ -75,6 +76,13 @@ struct RunFlags {
     /// No progress lines on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
+    /// Git: stash uncommitted changes to tracked files (`git stash push`) before the
+    /// task's branch starts, instead of refusing to start.
+    #[arg(long)]
+    stash: bool,
+    /// Git: no branch and no commits for this task (as `[git] enabled = false`).
+    #[arg(long)]
+    no_git: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -113,6 +121,23 @@ enum Command {
     /// Manage tasks.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Show a task's changes: the patch of its git branch since it started.
+    Diff {
+        /// Task id.
+        task_id: String,
+        /// A summary of the files changed instead of the patch.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Undo a task's changes: the files go back to the commit of an earlier step and the
+    /// task's log and state rewind with them (the undone records are archived).
+    Undo {
+        /// Task id.
+        task_id: String,
+        /// The last step to keep (default: undo the task's last changing step).
+        #[arg(long)]
+        to_step: Option<u64>,
+    },
     /// Print the exact next prompt (system, user, tools) with a per-section token breakdown.
     Context {
         /// Task id.
@@ -344,7 +369,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     rt.create_task(&spec).map_err(exec_failure)?
                 }
             };
-            drive(&rt, dir, g.json).await
+            drive(&rt, dir, g.json, flags).await
         }
         Command::Resume {
             task_id: Some(id),
@@ -374,8 +399,25 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 .map_err(usage)?;
             let rt = runtime(g, flags, recorded.as_ref())?;
             let dir = rt.store.open(&id).map_err(usage)?;
-            drive(&rt, dir, g.json).await
+            drive(&rt, dir, g.json, flags).await
         }
+        Command::Diff { task_id, stat } => {
+            let root = workspace_root(g)?;
+            let store = TaskStore::new(&root);
+            let dir = store.open(task_id).map_err(usage)?;
+            let repo = TaskRepo::open(&root, &dir, task_id).map_err(git_failure)?;
+            let patch = repo.diff(*stat).map_err(git_failure)?;
+            if patch.is_empty() {
+                eprintln!(
+                    "task `{task_id}` has changed nothing on branch `{}`",
+                    repo.record().branch
+                );
+            } else {
+                println!("{patch}");
+            }
+            Ok(0)
+        }
+        Command::Undo { task_id, to_step } => undo(g, task_id, *to_step),
         Command::Task(TaskCommand::New { task }) => {
             let spec = TaskSpec::load(task).map_err(usage)?;
             let rt = runtime(g, &RunFlags::default(), None).or_else(|_| offline_runtime(g))?;
@@ -429,7 +471,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let dir = store.open(task_id).map_err(usage)?;
             // Repairs only with the run lock: a runner may be appending to the log now.
             let (state, recovery) = match dir.lock() {
-                Ok(_lock) => dir.recover().map_err(failed)?,
+                Ok(_lock) => {
+                    // An undo a kill interrupted is finished before the log is read.
+                    agentforge::task_git::finish_pending_undo(&workspace_root(g)?, &dir)
+                        .map_err(git_failure)?;
+                    dir.recover().map_err(failed)?
+                }
                 Err(agentforge::state_store::StoreError::Busy { .. }) => (
                     dir.load_state().map_err(failed)?,
                     agentforge::state_store::Recovery::default(),
@@ -791,29 +838,119 @@ fn report_recovery(r: &agentforge::state_store::Recovery) {
     }
 }
 
-async fn drive(
-    rt: &Runtime,
-    dir: agentforge::state_store::TaskDir,
-    json: bool,
-) -> Result<u8, Failure> {
-    // One process per task: held until this process exits (the OS drops it on death).
-    let _lock = dir.lock().map_err(|e| match e {
+/// A task git error with its exit code: what the person must fix is a usage error.
+fn git_failure(e: TaskGitError) -> Failure {
+    match e {
+        TaskGitError::Git(_) | TaskGitError::Store(_) => failed(e),
+        _ => usage(e),
+    }
+}
+
+/// The task's run lock; busy (exit 75) when another process runs it.
+fn lock_task(
+    dir: &agentforge::state_store::TaskDir,
+) -> Result<agentforge::state_store::TaskLock, Failure> {
+    dir.lock().map_err(|e| match e {
         e @ agentforge::state_store::StoreError::Busy { .. } => Failure {
             code: EXIT_BUSY,
             error: e.into(),
         },
         e => failed(e),
-    })?;
+    })
+}
+
+/// `agentforge undo`: with the task's lock, its files back to an earlier step's commit
+/// and its log and state rewound with them.
+fn undo(g: &Global, task_id: &str, to_step: Option<u64>) -> Result<u8, Failure> {
+    let root = workspace_root(g)?;
+    let store = TaskStore::new(&root);
+    let dir = store.open(task_id).map_err(usage)?;
+    let _lock = lock_task(&dir)?;
+    agentforge::task_git::finish_pending_undo(&root, &dir).map_err(git_failure)?;
+    let (_, recovery) = dir.recover().map_err(failed)?;
+    report_recovery(&recovery);
+    let repo = TaskRepo::open(&root, &dir, task_id).map_err(git_failure)?;
+    let branch = repo.record().branch.clone();
+    let (step, commit) = repo.undo(to_step).map_err(git_failure)?;
+    let short = &commit[..commit.len().min(10)];
+    if g.json {
+        println!(
+            "{}",
+            serde_json::json!({"task_id": task_id, "step": step, "commit": commit, "branch": branch})
+        );
+    } else {
+        println!(
+            "task `{task_id}` is back after step {step}: branch `{branch}` at {short}; the undone records are in its folder (actions.undone-*.jsonl); `agentforge resume {task_id}` continues from step {}",
+            step + 1
+        );
+    }
+    Ok(0)
+}
+
+async fn drive(
+    rt: &Runtime,
+    dir: agentforge::state_store::TaskDir,
+    json: bool,
+    flags: &RunFlags,
+) -> Result<u8, Failure> {
+    // One process per task: held until this process exits (the OS drops it on death).
+    let _lock = lock_task(&dir)?;
     let leftover = dir.path().join(agentforge::commands::GROUPS_FILE);
     for pgid in agentforge::commands::kill_leftover_groups(&leftover) {
         eprintln!("recovered: killed process group {pgid}, a command left running by an earlier run of this task");
     }
     dir.save_provider(&record_of(&rt.config)).map_err(failed)?;
-    let exec = Executor::new(rt, dir);
+    let root = rt.workspace.root().to_path_buf();
+    // An undo a kill interrupted is finished before anything reads the task.
+    agentforge::task_git::finish_pending_undo(&root, &dir).map_err(git_failure)?;
+    let mut exec = Executor::new(rt, dir.clone());
     let (mut state, recovery, rolled_back) = exec.recover().map_err(failed)?;
     report_recovery(&recovery);
     if let Some(step) = rolled_back {
         eprintln!("recovered: step {step} was interrupted before it was recorded; its file changes were rolled back and it will run again");
+    }
+    let git_on = rt.config.git.enabled && !flags.no_git;
+    let mut branch = None;
+    if git_on && state.status == TaskStatus::Running {
+        if let Some((repo, started)) =
+            TaskRepo::start(&root, &dir, &state, flags.stash).map_err(git_failure)?
+        {
+            match &started {
+                Started::Branched {
+                    branch,
+                    base,
+                    stash,
+                } => {
+                    eprintln!(
+                        "git: task `{}` works on branch `{branch}` (from {}), one commit per step that changes files{}",
+                        state.task_id,
+                        &base[..base.len().min(10)],
+                        stash
+                            .as_ref()
+                            .map(|m| format!("; your changes are stashed as \"{m}\" (`git stash list`)"))
+                            .unwrap_or_default()
+                    );
+                }
+                Started::Resumed { branch, committed } => {
+                    if let Some(c) = committed {
+                        eprintln!("git: committed changes left uncommitted by an interrupted run on `{branch}` ({})", &c[..c.len().min(10)]);
+                    }
+                }
+            }
+            branch = Some(repo.record().branch.clone());
+            let progress = rt.progress;
+            exec = exec.with_after_step(Box::new(move |record| {
+                let commit = repo.commit_step(record).map_err(|e| e.to_string())?;
+                if let (true, Some(c)) = (progress, commit) {
+                    eprintln!(
+                        "           git: step {} is commit {}",
+                        record.step,
+                        &c[..c.len().min(10)]
+                    );
+                }
+                Ok(())
+            }));
+        }
     }
     if let Some(n) = rt.max_steps {
         state = exec.set_max_steps(n).map_err(exec_failure)?;
@@ -900,6 +1037,12 @@ async fn drive(
             "tokens: max prompt {} (host count), provider input {} output {}",
             state.tokens.max_context_tokens, state.tokens.input_tokens, state.tokens.output_tokens
         );
+        if let Some(b) = branch {
+            println!(
+                "changes: on branch `{b}` (`agentforge diff {id}` shows them, `agentforge undo {id}` takes back the last one)",
+                id = state.task_id
+            );
+        }
     }
     Ok(code)
 }

@@ -242,6 +242,7 @@ async fn drive(
         plugins: record.plugins.clone(),
         strict: flags.strict,
         quiet: flags.quiet,
+        ..RunFlags::default()
     };
     if record.replay.is_some() {
         plain.provider = Some("replay".into());
@@ -347,6 +348,7 @@ fn load_config_for_sprint(
             plugins: flags.plugins.clone(),
             strict: flags.strict,
             quiet: flags.quiet,
+            ..RunFlags::default()
         };
         f.provider = None;
         return load_config(g, &f, ws, None);

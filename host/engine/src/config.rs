@@ -47,6 +47,8 @@ pub struct Config {
     pub checks: ChecksConfig,
     /// The value loop (`agentforge run DIR`): its bounds and each role's model.
     pub value_loop: ValueLoopConfig,
+    /// A task's git branch and per-step commits.
+    pub git: crate::task_git::GitConfig,
 }
 
 /// The value loop's roles, as `[value_loop.roles.<role>]` names them.

@@ -141,6 +141,15 @@ pub enum ExecError {
     /// The task's type is not registered.
     #[error(transparent)]
     UnknownTaskType(#[from] agentforge_context::schemas::UnknownTaskType),
+    /// What runs after a recorded step failed (the step stays recorded; `resume`
+    /// continues after it).
+    #[error("after step {step}: {message}")]
+    AfterStep {
+        /// The recorded step.
+        step: u64,
+        /// What failed.
+        message: String,
+    },
     /// A stop was requested ([`StopRequest`]): the run stopped at a safe point, with
     /// every recorded step kept and the unrecorded one rolled back; `resume` continues.
     #[error("interrupted before step {step} was recorded")]
@@ -186,7 +195,8 @@ impl ExecError {
             }
             ExecError::Store(StoreError::Corrupt { .. })
             | ExecError::Provider(_)
-            | ExecError::Plugins(_) => exit::FAILED,
+            | ExecError::Plugins(_)
+            | ExecError::AfterStep { .. } => exit::FAILED,
             ExecError::Interrupted { .. } => exit::INTERRUPTED,
         }
     }
@@ -741,7 +751,13 @@ pub struct Executor<'r> {
     dir: TaskDir,
     /// What the loop detector worked out about each recent step, for the next checks.
     loop_memo: agentforge_loops::StepMemo,
+    /// Run after each recorded step of [`Executor::run_until`] (a task's git commit).
+    after_step: Option<AfterStep<'r>>,
 }
+
+/// What [`Executor::with_after_step`] runs after each recorded step; an `Err` stops the
+/// run (the step stays recorded) with [`ExecError::AfterStep`].
+pub type AfterStep<'r> = Box<dyn Fn(&ActionRecord) -> Result<(), String> + Send + Sync + 'r>;
 
 /// A parsed model call: a built-in action or a planning call.
 enum Call {
@@ -839,7 +855,14 @@ impl<'r> Executor<'r> {
             rt,
             dir,
             loop_memo: Default::default(),
+            after_step: None,
         }
+    }
+
+    /// Runs `hook` after each step [`Executor::run_until`] records.
+    pub fn with_after_step(mut self, hook: AfterStep<'r>) -> Executor<'r> {
+        self.after_step = Some(hook);
+        self
     }
 
     /// The task folder.
@@ -1389,6 +1412,12 @@ impl<'r> Executor<'r> {
                     r.result,
                     r.context_tokens
                 );
+            }
+            if let Some(hook) = &self.after_step {
+                hook(&report.record).map_err(|message| ExecError::AfterStep {
+                    step: report.record.step,
+                    message,
+                })?;
             }
         }
     }

@@ -5,3 +5,5 @@
 pub mod config;
 pub mod deferred;
 pub mod executor;
+pub mod git;
+pub mod task_git;

@@ -19,7 +19,6 @@ use agentforge_store::state_store::{append_synced_line, atomic_rewrite, atomic_w
 use agentforge_value_loop::{Decision, SprintState, ValueMeasure};
 use serde::{Deserialize, Serialize};
 
-pub mod git;
 pub mod probes;
 pub mod report_tools;
 pub mod roles;

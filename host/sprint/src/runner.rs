@@ -26,11 +26,11 @@ use agentforge_value_loop::{decide, Decision, Limits, LoopAction, StopReason, Va
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::git::Git;
 use crate::probes;
 use crate::report_tools::{apply_recorded, Produced, MANAGE_TASK};
 use crate::roles::{self, Role, RoleJob};
 use crate::{Event, EventKind, SprintDir, SprintStoreError};
+use agentforge_engine::git::Git;
 
 /// Attempts of one pre-loop gate before the sprint fails (a gate whose role never
 /// reports, or a vision still with HARD issues after the person's revision).
@@ -129,7 +129,7 @@ pub enum RunnerError {
     },
     /// The git safety net (a repository the sprint cannot branch or commit in).
     #[error(transparent)]
-    Git(#[from] crate::git::GitError),
+    Git(#[from] agentforge_engine::git::GitError),
     /// Another process runs the sprint (or one of its role tasks).
     #[error(transparent)]
     Busy(agentforge_store::state_store::StoreError),

@@ -7,6 +7,7 @@
 pub mod commands;
 pub mod flush;
 mod parsed;
+pub mod rewind;
 pub mod secrets;
 pub mod state_store;
 pub mod tools;
