@@ -8,7 +8,7 @@ pub use agentforge_core::{
     actions, budget, command, extract, fault, focus, gates, guards, hash, model, phases, sanitize,
     task, text, working_memory,
 };
-pub use agentforge_engine::{config, executor, task_git};
+pub use agentforge_engine::{config, executor, mcp, task_git};
 pub use agentforge_loops as loops;
 pub use agentforge_plugin_host as plugins;
 pub use agentforge_providers as providers;

@@ -349,6 +349,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 &std::path::absolute(task).unwrap_or(task.clone()),
                 "the task file of this run",
             );
+            add_mcp_tools(&mut rt).await?;
             let store = &rt.store;
             let dir = match store.open(&spec.id) {
                 Ok(dir) => {
@@ -397,7 +398,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 .map_err(usage)?
                 .load_provider()
                 .map_err(usage)?;
-            let rt = runtime(g, flags, recorded.as_ref())?;
+            let mut rt = runtime(g, flags, recorded.as_ref())?;
+            add_mcp_tools(&mut rt).await?;
             let dir = rt.store.open(&id).map_err(usage)?;
             drive(&rt, dir, g.json, flags).await
         }
@@ -686,6 +688,34 @@ fn runtime(
     rt.max_steps = flags.max_steps;
     load_plugins(&mut rt, flags.strict)?;
     Ok(rt)
+}
+
+/// Starts the `[mcp.servers]` and offers their tools (a server that does not start, or
+/// a tool named like another, is a configuration error).
+async fn add_mcp_tools(rt: &mut Runtime) -> Result<(), Failure> {
+    if rt.config.mcp.servers.is_empty() {
+        return Ok(());
+    }
+    let (tools, notes) = agentforge::mcp::connect(&rt.config.mcp)
+        .await
+        .map_err(usage)?;
+    if rt.progress {
+        for n in notes {
+            eprintln!("mcp: {n}");
+        }
+    }
+    for t in tools {
+        if let Some(other) = rt.tools.iter().find(|o| o.name() == t.name()) {
+            return Err(usage(anyhow!(
+                "tool `{}` of {} is also defined by {}; rename one",
+                t.name(),
+                t.source(),
+                other.source()
+            )));
+        }
+        rt.tools.push(t);
+    }
+    Ok(())
 }
 
 /// Checks the task's `inputs:` against the input schema its task type declares (when

@@ -49,6 +49,8 @@ pub struct Config {
     pub value_loop: ValueLoopConfig,
     /// A task's git branch and per-step commits.
     pub git: crate::task_git::GitConfig,
+    /// MCP servers whose tools a run offers.
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// The value loop's roles, as `[value_loop.roles.<role>]` names them.

@@ -6,4 +6,5 @@ pub mod config;
 pub mod deferred;
 pub mod executor;
 pub mod git;
+pub mod mcp;
 pub mod task_git;

@@ -59,7 +59,7 @@ pub use manifest::{
     ProjectLimits, SUPPORTED_APIS,
 };
 pub use task_types::WasmSchema;
-pub use tools::{ToolInfo, WasmTool};
+pub use tools::{check_arguments, ToolInfo, WasmTool};
 
 use agentforge_core::extract::FactExtractor;
 use agentforge_core::gates::Gate;
