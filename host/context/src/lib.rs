@@ -9,6 +9,8 @@
 //!
 //! ```yaml
 //! task:           # id, goal, "step: 5 of 20", phase, success_criteria, constraints
+//! instructions:   # the project's AGENTS.md / CLAUDE.md / .agentforge/instructions.md, nearest first
+//! focus:          # the current branch of the plan, loop warnings
 //! current_state:  # the task type's schema value (file contents as `|` blocks)
 //! understanding:  # facts by category: "statement (conf: 0.9)"
 //! working_memory: # loaded items: key + content
@@ -21,7 +23,8 @@
 //! Each section is measured with the real tokenizer ([`count_tokens`]) against its
 //! [`Budgets`] entry and compressed, when over, in the seed's order (long text to
 //! head/tail lines, recent actions 3 -> 2 -> 1, summaries to one line, errors and long
-//! strings to 500 chars and fewer, lists to their first items). If the whole prompt is
+//! strings to 500 chars and fewer, lists to their first items; instruction files cut with
+//! [`agentforge_core::text::cut`], then the farthest left out). If the whole prompt is
 //! still over `total`, the oldest working-memory items are dropped, then
 //! `current_state` is shrunk further, then the other sections. The result is
 //! deterministic and never over `total`; when even the system prompt and the tool
@@ -52,6 +55,7 @@ use agentforge_core::state::{
 };
 use agentforge_core::text_mode::text_mode_instructions;
 use agentforge_core::working_memory::{ItemKind, MemoryItem};
+use agentforge_store::instructions::InstructionFile;
 
 use compress::{
     cut_list, one_line, shrink_value, text, Candidate, Knob, Params, Stage, Stats, CHARS_FLOOR,
@@ -84,6 +88,8 @@ pub struct Budgets {
     pub system_prompt: usize,
     /// `task:` (id, goal, step, phase, criteria, constraints).
     pub task_frame: usize,
+    /// `instructions:` (the project's instruction files, nearest first).
+    pub instructions: usize,
     /// `focus:` (the current branch of the plan, loop warnings).
     pub focus: usize,
     /// `current_state:` (the task type's schema value, file contents).
@@ -108,8 +114,11 @@ impl Default for Budgets {
             total: 8000,
             system_prompt: 800,
             task_frame: 500,
+            // Taken from `current_state` (2600 before the section existed), so the
+            // total and every task type's budgets stay as they were.
+            instructions: 600,
             focus: 400,
-            current_state: 2600,
+            current_state: 2000,
             working_memory: 1000,
             understanding: 300,
             recent_actions: 800,
@@ -122,10 +131,11 @@ impl Default for Budgets {
 
 impl Budgets {
     /// The section budgets by field name (everything but `total`).
-    fn sections(&self) -> [(&'static str, usize); 10] {
+    fn sections(&self) -> [(&'static str, usize); 11] {
         [
             ("system_prompt", self.system_prompt),
             ("task_frame", self.task_frame),
+            ("instructions", self.instructions),
             ("focus", self.focus),
             ("current_state", self.current_state),
             ("working_memory", self.working_memory),
@@ -269,6 +279,9 @@ pub struct ContextInput<'a> {
     pub system_prompt: &'a str,
     /// The task frame.
     pub task: TaskFrame,
+    /// The project's instruction files, nearest first
+    /// (`agentforge_store::instructions::discover`). Empty leaves the section out.
+    pub instructions: &'a [InstructionFile],
     /// The current branch of the plan (goal, task, subtask, next subtask, loop
     /// warnings), built by `focus::FocusTree::branch_view`. `Null` leaves it out.
     pub focus: Value,
@@ -332,9 +345,36 @@ pub struct BuiltPrompt {
     pub budget: usize,
     /// What was compressed, in prompt order, each note naming its section.
     pub compressions: Vec<String>,
+    /// Each instruction file and how much of it the prompt shows, nearest first.
+    pub instructions: Vec<InstructionShown>,
     /// Set when the counts above are byte lengths ([`build_for_step`]): the texts to
     /// count once the tokenizer is there ([`BuiltPrompt::make_exact`]).
     unmeasured: Option<Box<Unmeasured>>,
+}
+
+/// One instruction file as a prompt shows it (`agentforge context` lists them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstructionShown {
+    /// Workspace-relative path.
+    pub path: String,
+    /// The file's characters (of what was read: at most the store's read cap).
+    pub chars: usize,
+    /// The characters shown; `0` when the file was left out.
+    pub shown_chars: usize,
+    /// Whether the text shown is cut (to fit `budget.instructions`, or at the read cap).
+    pub cut: bool,
+    /// Whether the file was left out to fit the budget.
+    pub left_out: bool,
+    /// The text shown, as in the prompt (empty when left out).
+    #[serde(skip)]
+    shown: String,
+}
+
+impl InstructionShown {
+    /// The tokens of the text shown (its content, without the YAML around it).
+    pub fn tokens(&self) -> usize {
+        count_cached(&self.shown)
+    }
 }
 
 /// The parts of a prompt built on byte counts, as they were counted.
@@ -406,6 +446,7 @@ pub enum ContextError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Section {
     Task,
+    Instructions,
     Focus,
     CurrentState,
     Understanding,
@@ -417,8 +458,9 @@ enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 9] = [
+    const ALL: [Section; 10] = [
         Section::Task,
+        Section::Instructions,
         Section::Focus,
         Section::CurrentState,
         Section::Understanding,
@@ -431,11 +473,14 @@ impl Section {
 
     /// Order in which sections are shrunk when the total is over (after their own
     /// budgets are met): working memory (oldest items), current state, then the rest.
-    const TOTAL_ORDER: [Section; 9] = [
+    /// The project's instructions hold for the whole task: they go after the facts and
+    /// before the last actions.
+    const TOTAL_ORDER: [Section; 10] = [
         Section::WorkingMemory,
         Section::CurrentState,
         Section::Focus,
         Section::Understanding,
+        Section::Instructions,
         Section::Recent,
         Section::Feedback,
         Section::Verification,
@@ -446,6 +491,7 @@ impl Section {
     fn key(self) -> &'static str {
         match self {
             Section::Task => "task",
+            Section::Instructions => "instructions",
             Section::Focus => "focus",
             Section::CurrentState => "current_state",
             Section::Understanding => "understanding",
@@ -460,6 +506,7 @@ impl Section {
     fn budget_name(self) -> &'static str {
         match self {
             Section::Task => "task_frame",
+            Section::Instructions => "instructions",
             Section::Focus => "focus",
             Section::CurrentState => "current_state",
             Section::Understanding => "understanding",
@@ -474,6 +521,7 @@ impl Section {
     fn budget(self, b: &Budgets) -> usize {
         match self {
             Section::Task => b.task_frame,
+            Section::Instructions => b.instructions,
             Section::Focus => b.focus,
             Section::CurrentState => b.current_state,
             Section::Understanding => b.understanding,
@@ -495,6 +543,9 @@ impl Section {
             Section::Understanding => {
                 format!("kept the {kept} most confident of {of} facts ({dropped} left out)")
             }
+            Section::Instructions => {
+                format!("kept the nearest {kept} of {of} instruction files ({dropped} left out)")
+            }
             _ => format!("dropped the {dropped} oldest of {of} items"),
         }
     }
@@ -514,6 +565,14 @@ impl Section {
         ];
         match self {
             Section::Task | Section::Feedback | Section::Focus => GENERIC,
+            // Every file cut to the same length (the longest first), down to a few
+            // hundred characters; then the farthest files left out; then shorter.
+            Section::Instructions => &[
+                Range(Chars, INSTRUCTION_CHARS_FLOOR, MAX),
+                Range(Keep, 1, MAX),
+                Range(Chars, CHARS_MIN, INSTRUCTION_CHARS_FLOOR - 1),
+                Range(Keep, 0, 0),
+            ],
             Section::Understanding => &[
                 Range(Lines, LINES_FLOOR, MAX),
                 Range(Chars, CHARS_FLOOR, CHARS_STD),
@@ -573,6 +632,64 @@ struct TaskView {
     success_criteria: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     constraints: Vec<String>,
+}
+
+/// Characters every instruction file keeps before the farthest files are left out.
+const INSTRUCTION_CHARS_FLOOR: usize = 400;
+
+/// One entry of `instructions:`: a file (with a note when it is cut), or the note
+/// naming the files left out.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum InstructionEntry {
+    File {
+        file: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cut: Option<String>,
+        content: String,
+    },
+    Note(String),
+}
+
+/// What of one instruction file a rendering shows: its text (cut or whole), and the
+/// note saying it was cut; `None` when the file is left out.
+fn instruction_text<'f>(
+    f: &'f InstructionFile,
+    chars: Option<usize>,
+    st: &mut Stats,
+) -> (Cow<'f, str>, Option<String>) {
+    let total = f.content.chars().count();
+    st.max_chars = st.max_chars.max(total);
+    let shown = match chars {
+        Some(max) => agentforge_core::text::cut(&f.content, max),
+        None => Cow::Borrowed(f.content.as_str()),
+    };
+    let mut note = None;
+    if let Cow::Owned(_) = shown {
+        let kept = chars.unwrap_or(total);
+        st.char_cuts += 1;
+        st.chars_omitted += total - kept;
+        // The model can read the rest itself, except in `.agentforge/`.
+        let rest = if f.path.starts_with(".agentforge/") {
+            "the rest is not shown".to_string()
+        } else {
+            format!("read_file `{}` for the rest", f.path)
+        };
+        note = Some(format!(
+            "cut to its first {kept} of {total} characters to fit budget.instructions; {rest}"
+        ));
+    }
+    if let Some(bytes) = f.cut_from_bytes {
+        let read = format!(
+            "the file has {bytes} bytes, only the first {} were read",
+            f.content.len()
+        );
+        note = Some(match note {
+            Some(n) => format!("{n}; {read}"),
+            None => read,
+        });
+    }
+    (shown, note)
 }
 
 /// Facts by category, most important categories first.
@@ -787,6 +904,42 @@ impl<'a> Prepared<'a> {
                     constraints: cut_list(constraints, p, st, |m| m),
                 };
                 emit(s.key(), &view)
+            }
+            Section::Instructions => {
+                let files = input.instructions;
+                if files.is_empty() {
+                    return None;
+                }
+                st.keepable = files.len();
+                let keep = p.keep.unwrap_or(files.len()).min(files.len());
+                if p.keep.is_some() {
+                    st.kept = Some((keep, files.len()));
+                }
+                let mut entries: Vec<InstructionEntry> = files[..keep]
+                    .iter()
+                    .map(|f| {
+                        let (content, cut) = instruction_text(f, p.chars, st);
+                        InstructionEntry::File {
+                            file: f.path.clone(),
+                            cut,
+                            content: content.into_owned(),
+                        }
+                    })
+                    .collect();
+                // The sizes of the files left out bound the searches too.
+                for f in &files[keep..] {
+                    st.max_chars = st.max_chars.max(f.content.chars().count());
+                }
+                if keep < files.len() {
+                    let names: Vec<&str> = files[keep..].iter().map(|f| f.path.as_str()).collect();
+                    entries.push(InstructionEntry::Note(format!(
+                        "... {} farther instruction {} left out to fit budget.instructions: {}",
+                        names.len(),
+                        if names.len() == 1 { "file" } else { "files" },
+                        names.join(", ")
+                    )));
+                }
+                emit(s.key(), &entries)
             }
             Section::Focus => {
                 if input.focus.is_null() {
@@ -1332,6 +1485,11 @@ fn build_counted(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt,
         });
     }
     user.push_str(&tail);
+    let shown_params = Section::ALL
+        .iter()
+        .position(|s| *s == Section::Instructions)
+        .map(|i| fitted[i].params)
+        .unwrap_or_default();
 
     // (Byte bounds mix with remembered exact counts, so they need not add up.)
     debug_assert!(
@@ -1364,7 +1522,43 @@ fn build_counted(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt,
         total_tokens: total,
         budget: budgets.total,
         compressions: notes,
+        instructions: instructions_shown(input.instructions, &shown_params),
     })
+}
+
+/// What the prompt shows of each instruction file, given the section's compression.
+fn instructions_shown(files: &[InstructionFile], p: &Params) -> Vec<InstructionShown> {
+    let keep = p.keep.unwrap_or(files.len()).min(files.len());
+    let mut scratch = Stats::default();
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let chars = f.content.chars().count();
+            if i >= keep {
+                return InstructionShown {
+                    path: f.path.clone(),
+                    chars,
+                    shown_chars: 0,
+                    cut: false,
+                    left_out: true,
+                    shown: String::new(),
+                };
+            }
+            let (shown, note) = instruction_text(f, p.chars, &mut scratch);
+            InstructionShown {
+                path: f.path.clone(),
+                chars,
+                shown_chars: match p.chars {
+                    Some(max) if max < chars => max,
+                    _ => chars,
+                },
+                cut: note.is_some(),
+                left_out: false,
+                shown: shown.into_owned(),
+            }
+        })
+        .collect()
 }
 
 fn over_budget(
@@ -1458,6 +1652,28 @@ pub fn render_report(p: &BuiltPrompt) -> String {
     );
     if p.sections.iter().any(|s| s.compressed) {
         let _ = writeln!(out, "(* compressed)");
+    }
+    let _ = writeln!(out, "\n=== instructions (nearest first) ===");
+    if p.instructions.is_empty() {
+        let _ = writeln!(
+            out,
+            "(none: no AGENTS.md or CLAUDE.md from the task's folders up to the workspace root, no .agentforge/instructions.md)"
+        );
+    }
+    for f in &p.instructions {
+        let shown = if f.left_out {
+            "left out to fit budget.instructions".to_string()
+        } else if f.cut {
+            format!(
+                "{} tokens, cut: {} of {} characters shown",
+                f.tokens(),
+                f.shown_chars,
+                f.chars
+            )
+        } else {
+            format!("{} tokens", f.tokens())
+        };
+        let _ = writeln!(out, "{:<40} {shown}", f.path);
     }
     let _ = writeln!(out, "\n=== compressions ===");
     if p.compressions.is_empty() {

@@ -116,6 +116,7 @@ struct Fixture {
     current_state: Value,
     recent: Vec<RecentAction>,
     mode: ToolMode,
+    instructions: Vec<InstructionFile>,
 }
 
 impl Fixture {
@@ -208,12 +209,25 @@ impl Fixture {
                 },
             ],
             mode: ToolMode::Native,
+            instructions: Vec::new(),
         }
     }
 
-    /// Content scaled by `k`: file lines, facts, error lengths, memory, blocked actions.
+    /// Content scaled by `k`: file lines, facts, error lengths, memory, blocked actions,
+    /// instruction files.
     fn scaled(k: usize) -> Fixture {
         let mut f = Fixture::small();
+        f.instructions = ["src/AGENTS.md", "AGENTS.md", "CLAUDE.md"]
+            .iter()
+            .enumerate()
+            .map(|(i, path)| InstructionFile {
+                path: path.to_string(),
+                content: (0..8 * k * (i + 1))
+                    .map(|j| format!("- Rule {j} of {path}: keep functions under 10 branches.\n"))
+                    .collect(),
+                cut_from_bytes: None,
+            })
+            .collect();
         let file: String = (1..=100 * k)
             .map(|i| {
                 format!(
@@ -292,6 +306,7 @@ impl Fixture {
     fn input(&self) -> ContextInput<'_> {
         ContextInput {
             system_prompt: &self.system,
+            instructions: &self.instructions,
             task: self.task.clone(),
             not_yet: Vec::new(),
             focus: json!({
@@ -449,6 +464,7 @@ fn report_of_a_moderate_case() {
         total: 3000,
         system_prompt: 100,
         task_frame: 150,
+        instructions: 200,
         focus: 100,
         current_state: 600,
         working_memory: 300,
@@ -471,8 +487,9 @@ fn total_never_exceeds_budget_as_content_grows() {
         total: 4000,
         system_prompt: 400,
         task_frame: 300,
+        instructions: 200,
         focus: 150,
-        current_state: 1050,
+        current_state: 850,
         working_memory: 500,
         understanding: 200,
         recent_actions: 400,
@@ -720,7 +737,8 @@ fn budgets_validate_names_the_field() {
     // Read from `[budget]`: unknown keys are refused, missing ones default.
     let b: Budgets = toml::from_str("total = 9000").unwrap();
     assert_eq!(b.total, 9000);
-    assert_eq!(b.current_state, 2600);
+    assert_eq!(b.current_state, 2000);
+    assert_eq!(b.instructions, 600);
     assert!(toml::from_str::<Budgets>("totl = 1").is_err());
 }
 
@@ -791,4 +809,150 @@ fn byte_bound_prompts_match_exact_ones() {
     let again = again.unwrap();
     assert_eq!(again.user, cut_exact.user);
     assert_eq!(again.total_tokens, cut_exact.total_tokens);
+}
+
+/// Instruction files as `agentforge_store::instructions::discover` gives them.
+fn instruction_files() -> Vec<InstructionFile> {
+    let rules = |path: &str, n: usize| InstructionFile {
+        path: path.into(),
+        content: (1..=n)
+            .map(|j| format!("- {path} rule {j}: run `cargo test` before `complete`.\n"))
+            .collect(),
+        cut_from_bytes: None,
+    };
+    vec![
+        InstructionFile {
+            path: ".agentforge/instructions.md".into(),
+            content: "Answer in English. Never touch `vendor/`.\n".into(),
+            cut_from_bytes: None,
+        },
+        rules("crates/date/AGENTS.md", 3),
+        rules("AGENTS.md", 60),
+        InstructionFile {
+            path: "CLAUDE.md".into(),
+            content: "# Project\nUse the 2021 edition.\n".into(),
+            cut_from_bytes: Some(70_000),
+        },
+    ]
+}
+
+/// The `instructions:` section of a user message (up to the next top-level key).
+fn instructions_yaml(user: &str) -> &str {
+    let yaml = context_yaml(user);
+    let start = yaml.find("instructions:\n").expect("instructions section");
+    let rest = &yaml[start + 1..];
+    let end = rest
+        .find("\nfocus:")
+        .or_else(|| rest.find("\ncurrent_state:"))
+        .expect("a section after instructions");
+    &yaml[start..start + 1 + end + 1]
+}
+
+#[test]
+fn instructions_render_nearest_first_after_the_task() {
+    let mut fx = Fixture::small();
+    fx.instructions = instruction_files();
+    fx.instructions.truncate(2);
+    let p = build(&fx.input(), &Budgets::default()).unwrap();
+    assert_exact_total(&p);
+    assert!(!section(&p, "instructions").compressed);
+    let yaml = context_yaml(&p.user);
+    assert!(yaml.find("instructions:") > yaml.find("task:"), "{yaml}");
+    assert!(yaml.find("instructions:") < yaml.find("focus:"), "{yaml}");
+    insta::assert_snapshot!("instructions_whole", instructions_yaml(&p.user));
+    let parsed: Value = serde_yaml_ng::from_str(yaml).unwrap();
+    assert_eq!(
+        parsed["instructions"][1]["content"],
+        fx.instructions[1].content.as_str()
+    );
+    // No files, no section (and 0 tokens in the table).
+    fx.instructions.clear();
+    let p = build(&fx.input(), &Budgets::default()).unwrap();
+    assert!(!p.user.contains("instructions:"));
+    assert_eq!(section(&p, "instructions").tokens, 0);
+    assert!(p.instructions.is_empty());
+}
+
+#[test]
+fn oversize_instructions_are_cut_with_a_note_then_the_farthest_left_out() {
+    let mut fx = Fixture::small();
+    fx.instructions = instruction_files();
+    let budgets = Budgets {
+        instructions: 350,
+        current_state: 2250,
+        ..Budgets::default()
+    };
+    let p = build(&fx.input(), &budgets).unwrap();
+    assert_exact_total(&p);
+    let s = section(&p, "instructions");
+    assert!(s.compressed && s.tokens <= 350, "{s:?}");
+    insta::assert_snapshot!("instructions_cut", instructions_yaml(&p.user));
+    let yaml: Value = serde_yaml_ng::from_str(context_yaml(&p.user)).unwrap();
+    let big = yaml["instructions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["file"] == "AGENTS.md")
+        .expect("the long file is cut, not left out");
+    // `core::text::cut`: a prefix of the file and `…`, and a note saying so.
+    let content = big["content"].as_str().unwrap();
+    assert!(content.ends_with('…'), "{content}");
+    assert!(fx.instructions[2]
+        .content
+        .starts_with(content.trim_end_matches('…')));
+    let note = big["cut"].as_str().unwrap();
+    assert!(
+        note.contains("characters to fit budget.instructions; read_file `AGENTS.md` for the rest"),
+        "{note}"
+    );
+    // The read cap is said too, for the file the store cut.
+    assert!(
+        p.user.contains("the file has 70000 bytes, only the first"),
+        "{}",
+        p.user
+    );
+    let shown: Vec<(&str, bool, bool)> = p
+        .instructions
+        .iter()
+        .map(|f| (f.path.as_str(), f.cut, f.left_out))
+        .collect();
+    assert_eq!(shown[2], ("AGENTS.md", true, false), "{shown:?}");
+    assert!(p
+        .compressions
+        .iter()
+        .any(|c| c.starts_with("instructions: ")));
+
+    // Tighter: the farthest files go, the nearest stay, and the note names them.
+    let budgets = Budgets {
+        instructions: 90,
+        current_state: 2510,
+        ..Budgets::default()
+    };
+    let p = build(&fx.input(), &budgets).unwrap();
+    assert_exact_total(&p);
+    assert!(section(&p, "instructions").tokens <= 90);
+    assert_eq!(p.instructions[0].path, ".agentforge/instructions.md");
+    assert!(!p.instructions[0].left_out);
+    assert!(p.instructions[3].left_out, "{:?}", p.instructions);
+    assert!(
+        p.user
+            .contains("farther instruction files left out to fit budget.instructions: ")
+            || p.user
+                .contains("farther instruction file left out to fit budget.instructions: "),
+        "{}",
+        p.user
+    );
+    let report = render_report(&p);
+    assert!(
+        report.contains("=== instructions (nearest first) ==="),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "{:<40} left out to fit budget.instructions",
+            "CLAUDE.md"
+        )),
+        "{report}"
+    );
+    assert!(report.contains("\ninstructions "), "{report}");
 }

@@ -206,7 +206,52 @@ impl TaskSpec {
     pub fn to_yaml(&self) -> String {
         serde_yaml_ng::to_string(self).expect("task spec serializes")
     }
+
+    /// The workspace paths the task's inputs name: every string (or list of strings)
+    /// under one of the [`PATH_INPUT_KEYS`], at any depth of `inputs` (the violation's
+    /// `file_path`, `target_files`, a role brief's `task.files_expected`...), in order
+    /// and without repeats. The instruction files are looked up from their folders.
+    pub fn named_paths(&self) -> Vec<String> {
+        fn walk(v: &Value, under_path_key: bool, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) if under_path_key => {
+                    let s = s.trim();
+                    if !s.is_empty() && !out.iter().any(|o| o == s) {
+                        out.push(s.to_string());
+                    }
+                }
+                Value::Array(items) => {
+                    for item in items {
+                        walk(item, under_path_key, out);
+                    }
+                }
+                Value::Object(map) => {
+                    for (k, item) in map {
+                        walk(item, PATH_INPUT_KEYS.contains(&k.as_str()), out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for (k, v) in &self.inputs {
+            walk(v, PATH_INPUT_KEYS.contains(&k.as_str()), &mut out);
+        }
+        out
+    }
 }
+
+/// The input keys whose values are workspace paths, in the built-in task types
+/// (`fix_violation`'s `violation.file_path`, `implement_feature`'s `target_files`,
+/// `write_tests`' `example_test_file` and `target_test_file`) and the value loop's role
+/// briefs (`task.files_expected`).
+pub const PATH_INPUT_KEYS: [&str; 5] = [
+    "file_path",
+    "target_files",
+    "example_test_file",
+    "target_test_file",
+    "files_expected",
+];
 
 /// The input every task type accepts: the initial plan, read by the host.
 const HOST_INPUT_PLAN: &str = "plan";
@@ -379,6 +424,21 @@ mod tests {
     fn bad_id_is_rejected_with_field_name() {
         let err = TaskSpec::parse(&GOOD.replace("fix-1", "../evil"), "t.yaml").unwrap_err();
         assert!(err.to_string().contains("`id`"), "{err}");
+    }
+
+    #[test]
+    fn named_paths_are_the_path_inputs_at_any_depth_once_each() {
+        let text = "id: a\ntask_type: x\ngoal: g\ninputs:\n  violation: {file_path: src/a.rs, message: src/not_a_path.rs}\n  target_files: [src/a.rs, src/b.rs]\n  brief: {task: {files_expected: [web/app.js]}}\n  spec: docs/x.md\n";
+        let spec = TaskSpec::parse(text, "t.yaml").unwrap();
+        assert_eq!(
+            spec.named_paths(),
+            ["web/app.js", "src/a.rs", "src/b.rs"],
+            "inputs are a sorted map: brief, target_files, violation"
+        );
+        assert!(TaskSpec::parse(GOOD, "t.yaml")
+            .unwrap()
+            .named_paths()
+            .is_empty());
     }
 
     #[test]

@@ -718,6 +718,8 @@ pub struct PreparedStep {
     pub prompt: BuiltPrompt,
     /// The request for the provider.
     pub request: ModelRequest,
+    /// Instruction files found but not shown, with why (`agentforge context` lists them).
+    pub instructions_skipped: Vec<agentforge_store::instructions::SkippedFile>,
     state: TaskState,
     spec: TaskSpec,
     memory: WorkingMemory,
@@ -1218,8 +1220,12 @@ impl<'r> Executor<'r> {
         } else {
             spec.success_criteria.clone()
         };
+        // Read every step, like the rest of the context: an edit to AGENTS.md shows next step.
+        let instructions =
+            agentforge_store::instructions::discover(&self.rt.workspace, &spec.named_paths());
         let input = ContextInput {
             system_prompt: &system,
+            instructions: &instructions.files,
             task: TaskFrame {
                 id: spec.id.clone(),
                 goal: spec.goal.clone(),
@@ -1299,6 +1305,7 @@ impl<'r> Executor<'r> {
             step,
             prompt,
             request,
+            instructions_skipped: instructions.skipped,
             state,
             spec,
             memory,

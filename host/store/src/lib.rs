@@ -1,11 +1,13 @@
 //! AgentForge's disk and processes: task folders with atomic writes, the append-only
 //! audit log and crash recovery ([`state_store`]), the confined workspace, bounded reads
 //! and file actions with snapshots ([`tools`]), commands run in their own process group
-//! with capped output ([`commands`]), and the secrets policy for their environment
-//! ([`secrets`]).
+//! with capped output ([`commands`]), the secrets policy for their environment
+//! ([`secrets`]), and the project's instruction files (AGENTS.md, CLAUDE.md,
+//! `.agentforge/instructions.md`: [`instructions`]).
 
 pub mod commands;
 pub mod flush;
+pub mod instructions;
 mod parsed;
 pub mod rewind;
 pub mod secrets;

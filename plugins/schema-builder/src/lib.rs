@@ -31,8 +31,8 @@ const ROLE: Role = Role {
     ],
     // The task's files and the plan: room for them in `current_state` (the
     // other sections keep the project's budgets; the total grows by as much as
-    // `current_state`, from the defaults 2,600/8,000).
-    budgets: &[("current_state", 10_600), ("total", 16_000)],
+    // `current_state`, from the defaults 2,000/8,000).
+    budgets: &[("current_state", 10_000), ("total", 16_000)],
     success_criteria: &[
         "The task's acceptance criterion is met and the checks pass",
         "The work is reported with the report tool the instructions name",

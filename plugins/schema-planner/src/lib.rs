@@ -29,8 +29,8 @@ const ROLE: Role = Role {
     phases: &[("review", "")],
     // The vision, the PRD and the reports are documents: room for them in
     // `current_state` (the other sections keep the project's budgets; the
-    // total grows by as much as `current_state`, from the defaults 2,600/8,000).
-    budgets: &[("current_state", 10_600), ("total", 16_000)],
+    // total grows by as much as `current_state`, from the defaults 2,000/8,000).
+    budgets: &[("current_state", 10_000), ("total", 16_000)],
     success_criteria: &[
         "Every PRD requirement is covered by a task with a verifiable acceptance criterion",
         "The plan is reported with the report tool the instructions name",

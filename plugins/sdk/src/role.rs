@@ -18,7 +18,7 @@
 //!     graph: include_str!("../graph.json"),
 //!     intro: "You are the critic of a value loop: ...",
 //!     phases: &[("review", "")],
-//!     budgets: &[("current_state", 10_600), ("total", 16_000)],
+//!     budgets: &[("current_state", 10_000), ("total", 16_000)],
 //!     success_criteria: &["The critique is reported with the report tool the instructions name"],
 //!     inserts_files: false,
 //! };
