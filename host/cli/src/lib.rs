@@ -1,6 +1,7 @@
 //! The `agentforge` command's library face: the host's crates under the module names the
 //! binary, the end-to-end tests (`tests/`) and the benches use. Each module is one of the
-//! crates below (see `ARCHITECTURE.md`); nothing is defined here but [`scaffold`].
+//! crates below (see `ARCHITECTURE.md`); nothing is defined here but [`scaffold`] and
+//! [`prompt_task`].
 
 pub use agentforge_context as context;
 pub use agentforge_context::{prompts, schemas};
@@ -30,4 +31,5 @@ pub mod tools {
     pub use agentforge_store::tools::*;
 }
 
+pub mod prompt_task;
 pub mod scaffold;

@@ -85,16 +85,67 @@ struct RunFlags {
     no_git: bool,
 }
 
+/// `run -p` / `--goal-file`: a task derived from a sentence (docs/prompt-runs.md).
+#[derive(Args, Debug, Default)]
+struct PromptFlags {
+    /// What the task should achieve, in a sentence: the task spec is derived from it
+    /// (type, checks, inputs), written to .agentforge/specs/<id>.yaml, shown and run.
+    #[arg(short = 'p', long = "prompt", value_name = "PROMPT")]
+    prompt: Option<String>,
+    /// Like -p, with the goal read from FILE (its first paragraph is the goal when long).
+    #[arg(long, value_name = "FILE")]
+    goal_file: Option<PathBuf>,
+    /// With -p / --goal-file: print the derived spec (a task file) and stop; nothing is
+    /// written or run.
+    #[arg(long)]
+    dry_run: bool,
+    /// With -p / --goal-file: a command that verifies the change (repeatable); replaces
+    /// the checks discovered from the project.
+    #[arg(long = "check", value_name = "CMD")]
+    checks: Vec<String>,
+    /// With -p / --goal-file: the task type, instead of the one the prompt's words choose.
+    #[arg(long, value_name = "NAME")]
+    task_type: Option<String>,
+}
+
+impl PromptFlags {
+    /// The flag that gives the goal, as the user wrote it (for messages).
+    fn origin(&self) -> Option<String> {
+        match (&self.prompt, &self.goal_file) {
+            (Some(_), _) => Some("-p".to_string()),
+            (None, Some(f)) => Some(format!("--goal-file {}", f.display())),
+            (None, None) => None,
+        }
+    }
+
+    /// The first flag given that only a prompt run takes.
+    fn prompt_only_flag(&self) -> Option<&'static str> {
+        if self.dry_run {
+            Some("--dry-run")
+        } else if !self.checks.is_empty() {
+            Some("--check")
+        } else if self.task_type.is_some() {
+            Some("--task-type")
+        } else {
+            None
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a task from a task.yaml, or a sprint from a folder holding VISION.md and PRD.md
-    /// (the value loop), to the end; resumes it if it exists unchanged.
+    /// (the value loop), to the end; resumes it if it exists unchanged. With -p or
+    /// --goal-file: derive the task spec from a sentence, write it under
+    /// .agentforge/specs/, show it and run it.
     Run {
-        /// The task spec, or the sprint's folder.
-        task: PathBuf,
+        /// The task spec, or the sprint's folder (not with -p / --goal-file).
+        task: Option<PathBuf>,
         /// The sprint's id (default: the folder's name).
         #[arg(long)]
         sprint: Option<String>,
+        #[command(flatten)]
+        prompt: PromptFlags,
         #[command(flatten)]
         flags: RunFlags,
     },
@@ -321,57 +372,51 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run {
             task,
-            sprint: Some(_),
-            ..
-        } if !task.is_dir() => Err(usage(anyhow!(
-            "--sprint names a sprint, and {} is not a sprint folder (VISION.md and PRD.md)",
-            task.display()
-        ))),
-        Command::Run {
-            task,
-            sprint: sprint_id,
+            sprint,
+            prompt,
             flags,
-        } if sprint::is_sprint_input(task) => {
-            sprint::run(g, task, flags, sprint_id.as_deref()).await
-        }
-        Command::Run { task, flags, .. } => {
-            // The first prompt counts tokens: load the tokenizer meanwhile.
-            start_token_counting();
-            let spec = TaskSpec::load(task).map_err(usage)?;
-            // A task that exists keeps the provider it ran with (flags still override).
-            let store = TaskStore::new(&workspace_root(g)?);
-            let recorded = match store.open(&spec.id) {
-                Ok(dir) => dir.load_provider().map_err(usage)?,
-                Err(_) => None,
-            };
-            let mut rt = runtime(g, flags, recorded.as_ref())?;
-            rt.workspace.protect(
-                &std::path::absolute(task).unwrap_or(task.clone()),
-                "the task file of this run",
-            );
-            add_mcp_tools(&mut rt).await?;
-            let store = &rt.store;
-            let dir = match store.open(&spec.id) {
-                Ok(dir) => {
-                    let existing = dir.spec().map_err(failed)?;
-                    if existing != spec {
-                        return Err(usage(anyhow!(
-                            "task `{}` already exists at {} with a different spec; resume it with `agentforge resume {}` or give the new task another id",
-                            spec.id,
-                            dir.path().display(),
-                            spec.id
-                        )));
+        } => match (task, prompt.origin()) {
+            (Some(task), Some(origin)) => Err(usage(anyhow!(
+                "{origin} derives a task from a sentence and `{}` is a task file or sprint folder to run: give one of them (`agentforge run {}`, or `agentforge run {origin} ...` without the file)",
+                task.display(),
+                task.display()
+            ))),
+            (_, Some(_)) if prompt.prompt.is_some() && prompt.goal_file.is_some() => {
+                Err(usage(anyhow!(
+                    "-p and --goal-file both give the goal: use one (-p \"TEXT\" or --goal-file FILE)"
+                )))
+            }
+            (_, Some(origin)) if sprint.is_some() => Err(usage(anyhow!(
+                "--sprint names a sprint and {origin} runs a single task: drop --sprint, or run the sprint's folder"
+            ))),
+            (None, Some(_)) => run_prompt(g, prompt, flags).await,
+            (None, None) => Err(usage(anyhow!(
+                "nothing to run: give a task file (`agentforge run task.yaml`), a sprint folder, or a goal (`agentforge run -p \"make the date parser accept ISO week dates\"`)"
+            ))),
+            (Some(task), None) => {
+                if let Some(flag) = prompt.prompt_only_flag() {
+                    return Err(usage(anyhow!(
+                        "{flag} goes with -p or --goal-file (a derived task), and `{}` is run as written; drop {flag}{}",
+                        task.display(),
+                        if flag == "--dry-run" {
+                            " (`agentforge task new FILE` creates a task without running it)"
+                        } else {
+                            ", or change the file"
+                        }
+                    )));
+                }
+                match sprint {
+                    Some(_) if !task.is_dir() => Err(usage(anyhow!(
+                        "--sprint names a sprint, and {} is not a sprint folder (VISION.md and PRD.md)",
+                        task.display()
+                    ))),
+                    _ if sprint::is_sprint_input(task) => {
+                        sprint::run(g, task, flags, sprint.as_deref()).await
                     }
-                    eprintln!("task `{}` exists with the same spec: resuming", spec.id);
-                    dir
+                    _ => run_task_file(g, task, flags).await,
                 }
-                Err(_) => {
-                    check_inputs(&rt, &spec, task)?;
-                    rt.create_task(&spec).map_err(exec_failure)?
-                }
-            };
-            drive(&rt, dir, g.json, flags).await
-        }
+            }
+        },
         Command::Resume {
             task_id: Some(id),
             confirm_pause,
@@ -543,10 +588,20 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     "tools": prepared.prompt.tools,
                     "total_tokens": prepared.prompt.total_tokens,
                     "sections": prepared.prompt.sections.iter().map(|s| serde_json::json!({"name": s.name, "tokens": s.tokens, "budget": s.budget, "compressed": s.compressed})).collect::<Vec<_>>(),
+                    "instructions": prepared.prompt.instructions.iter().map(|f| serde_json::json!({"path": f.path, "tokens": f.tokens(), "chars": f.chars, "shown_chars": f.shown_chars, "cut": f.cut, "left_out": f.left_out})).collect::<Vec<_>>(),
+                    "instructions_skipped": prepared.instructions_skipped,
                 });
                 println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
             } else {
-                println!("{}", render_report(&prepared.prompt));
+                print!("{}", render_report(&prepared.prompt));
+                // Found but not read: say why, so a missing rule is never a mystery.
+                if !prepared.instructions_skipped.is_empty() {
+                    println!("\n=== instruction files not shown ===");
+                    for f in &prepared.instructions_skipped {
+                        println!("{}: {}", f.path, f.reason);
+                    }
+                }
+                println!();
             }
             Ok(0)
         }
@@ -563,6 +618,139 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Status { sprint: id } => sprint::status(g, id.as_deref()),
         Command::Render { sprint: id } => sprint::render(g, id.as_deref()),
     }
+}
+
+/// `agentforge run task.yaml`: creates the task (or resumes it when it exists with the
+/// same spec) and runs it.
+async fn run_task_file(g: &Global, task: &Path, flags: &RunFlags) -> Result<u8, Failure> {
+    // The first prompt counts tokens: load the tokenizer meanwhile.
+    start_token_counting();
+    let spec = TaskSpec::load(task).map_err(usage)?;
+    // A task that exists keeps the provider it ran with (flags still override).
+    let store = TaskStore::new(&workspace_root(g)?);
+    let recorded = match store.open(&spec.id) {
+        Ok(dir) => dir.load_provider().map_err(usage)?,
+        Err(_) => None,
+    };
+    let rt = runtime(g, flags, recorded.as_ref())?;
+    run_spec(g, rt, spec, task, flags).await
+}
+
+/// Runs `spec`, read from the file `task`, with `rt`: the one way `run` runs a task file,
+/// a written one or a derived one.
+async fn run_spec(
+    g: &Global,
+    mut rt: Runtime,
+    spec: TaskSpec,
+    task: &Path,
+    flags: &RunFlags,
+) -> Result<u8, Failure> {
+    rt.workspace.protect(
+        &std::path::absolute(task).unwrap_or(task.to_path_buf()),
+        "the task file of this run",
+    );
+    add_mcp_tools(&mut rt).await?;
+    let store = &rt.store;
+    let dir = match store.open(&spec.id) {
+        Ok(dir) => {
+            let existing = dir.spec().map_err(failed)?;
+            if existing != spec {
+                return Err(usage(anyhow!(
+                    "task `{}` already exists at {} with a different spec; resume it with `agentforge resume {}` or give the new task another id",
+                    spec.id,
+                    dir.path().display(),
+                    spec.id
+                )));
+            }
+            eprintln!("task `{}` exists with the same spec: resuming", spec.id);
+            dir
+        }
+        Err(_) => {
+            check_inputs(&rt, &spec, task)?;
+            rt.create_task(&spec).map_err(exec_failure)?
+        }
+    };
+    drive(&rt, dir, g.json, flags).await
+}
+
+/// `agentforge run -p PROMPT` / `--goal-file FILE`: derives the task spec
+/// (`agentforge::prompt_task`), checks it against its task type, and either prints it
+/// (`--dry-run`: nothing written) or writes it to `.agentforge/specs/<id>.yaml`, shows
+/// it on stderr and runs that file as `agentforge run FILE` would.
+async fn run_prompt(g: &Global, p: &PromptFlags, flags: &RunFlags) -> Result<u8, Failure> {
+    use agentforge::prompt_task::{self, GoalSource, PromptError, Request};
+    let origin = p.origin().unwrap_or_default();
+    if !p.dry_run {
+        start_token_counting();
+    }
+    // The prompt's own problems first: they are the user's to fix before any key's.
+    let ws = Workspace::new(&g.workspace)
+        .with_context(|| format!("workspace {}", g.workspace.display()))
+        .map_err(usage)?;
+    let (config, _) = Config::load(g.config.as_deref(), ws.root()).map_err(usage)?;
+    let request = Request {
+        goal: match (&p.prompt, &p.goal_file) {
+            (Some(text), _) => GoalSource::Prompt(text.clone()),
+            (None, Some(file)) => GoalSource::File(file.clone()),
+            (None, None) => unreachable!("run_prompt is called with a goal"),
+        },
+        checks: p.checks.clone(),
+        task_type: p.task_type.clone(),
+        config_commands: (config.commands.test.clone(), config.commands.check.clone()),
+    };
+    let mut derived = prompt_task::derive(&ws, &request).map_err(|e| match e {
+        e @ PromptError::Write { .. } => failed(e),
+        e => usage(e),
+    })?;
+    // A dry run calls no model: it needs no key, only the task types (and the plugin
+    // folders that may add some).
+    let rt = if p.dry_run {
+        let empty = std::env::temp_dir().join("agentforge-no-model.jsonl");
+        std::fs::write(&empty, "").map_err(failed)?;
+        let offline = RunFlags {
+            replay: Some(empty),
+            plugins: flags.plugins.clone(),
+            strict: flags.strict,
+            quiet: true,
+            ..RunFlags::default()
+        };
+        runtime(g, &offline, None)?
+    } else {
+        runtime(g, flags, None)?
+    };
+    // The task type must exist, and the inputs derived must be ones it takes.
+    if let Err(e) = rt.schemas.get(&derived.spec.task_type) {
+        return Err(usage(match &p.task_type {
+            Some(t) => anyhow!("--task-type {t}: {e}"),
+            None => anyhow!(e),
+        }));
+    }
+    check_inputs(&rt, &derived.spec, Path::new(&origin))?;
+    if p.dry_run {
+        if g.json {
+            let v =
+                serde_json::json!({"spec": derived.spec, "notes": derived.notes, "written": null});
+            println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        } else {
+            print!("{}", prompt_task::render(&derived, &origin));
+            eprintln!("dry run: nothing written or run; the spec above is a task file for `agentforge run FILE`");
+        }
+        return Ok(0);
+    }
+    let root = rt.workspace.root().to_path_buf();
+    let path = prompt_task::write_spec(&root, &mut derived, &origin).map_err(failed)?;
+    let shown = rt.workspace.relative(&path);
+    if flags.quiet {
+        eprintln!("task spec: {shown}");
+    } else {
+        eprintln!(
+            "task spec written to {shown}:\n{}",
+            prompt_task::render(&derived, &origin).trim_end()
+        );
+    }
+    // Read back from the file: the run is that of `agentforge run <file>`.
+    let spec = TaskSpec::load(&path).map_err(usage)?;
+    run_spec(g, rt, spec, &path, flags).await
 }
 
 fn workspace_root(g: &Global) -> Result<PathBuf, Failure> {
