@@ -167,7 +167,10 @@ fn a_dry_run_prints_a_task_file_and_writes_nothing() {
     assert_eq!(spec.inputs["spec"], prompt);
     assert_eq!(spec.inputs["target_files"], json!(["src/date.rs"]));
     assert_eq!(commands(&spec)[0], "cargo test --quiet");
-    assert!(written(dir.path()).is_empty(), "{:?}", written(dir.path()));
+    assert!(
+        !dir.path().join(".agentforge").exists(),
+        "a dry run writes nothing, not even the write probe's folder"
+    );
     // What it printed is a task file the binary takes as it is.
     std::fs::write(dir.path().join("derived.yaml"), &text).unwrap();
     let out = cmd(dir.path())
@@ -489,10 +492,10 @@ fn instructed_workspace() -> (tempfile::TempDir, tempfile::TempDir) {
     (dir, outside)
 }
 
-/// The `instructions:` section of a context report's user message.
+/// The `project_instructions:` section of a context report's user message.
 fn instructions_section(report: &str) -> &str {
     let start = report
-        .find("\ninstructions:\n")
+        .find("\nproject_instructions:\n")
         .expect("instructions section")
         + 1;
     let end = report[start..]
@@ -676,4 +679,24 @@ fn oversize_instructions_are_cut_within_their_budget_and_say_so() {
         "{report}"
     );
     assert!(report.contains("- instructions: "), "{report}");
+}
+
+#[test]
+fn a_spec_that_cannot_be_written_is_an_io_error_not_a_usage_error() {
+    let dir = project(&[
+        ("go.mod", ""),
+        ("none.jsonl", ""),
+        (".agentforge/specs", "a file, not a folder"),
+    ]);
+    let out = cmd(dir.path())
+        .args(["run", "-p", "support week dates", "--replay", "none.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(74), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: cannot write the task spec "),
+        "{err}"
+    );
+    assert!(err.contains(".agentforge/specs"), "{err}");
 }

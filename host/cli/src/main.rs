@@ -678,7 +678,7 @@ async fn run_spec(
 /// (`--dry-run`: nothing written) or writes it to `.agentforge/specs/<id>.yaml`, shows
 /// it on stderr and runs that file as `agentforge run FILE` would.
 async fn run_prompt(g: &Global, p: &PromptFlags, flags: &RunFlags) -> Result<u8, Failure> {
-    use agentforge::prompt_task::{self, GoalSource, PromptError, Request};
+    use agentforge::prompt_task::{self, GoalSource, Request};
     let origin = p.origin().unwrap_or_default();
     if !p.dry_run {
         start_token_counting();
@@ -698,10 +698,7 @@ async fn run_prompt(g: &Global, p: &PromptFlags, flags: &RunFlags) -> Result<u8,
         task_type: p.task_type.clone(),
         config_commands: (config.commands.test.clone(), config.commands.check.clone()),
     };
-    let mut derived = prompt_task::derive(&ws, &request).map_err(|e| match e {
-        e @ PromptError::Write { .. } => failed(e),
-        e => usage(e),
-    })?;
+    let mut derived = prompt_task::derive(&ws, &request).map_err(prompt_failure)?;
     // A dry run calls no model: it needs no key, only the task types (and the plugin
     // folders that may add some).
     let rt = if p.dry_run {
@@ -714,7 +711,7 @@ async fn run_prompt(g: &Global, p: &PromptFlags, flags: &RunFlags) -> Result<u8,
             quiet: true,
             ..RunFlags::default()
         };
-        runtime(g, &offline, None)?
+        runtime_with(g, &offline, None, false)?
     } else {
         runtime(g, flags, None)?
     };
@@ -738,7 +735,7 @@ async fn run_prompt(g: &Global, p: &PromptFlags, flags: &RunFlags) -> Result<u8,
         return Ok(0);
     }
     let root = rt.workspace.root().to_path_buf();
-    let path = prompt_task::write_spec(&root, &mut derived, &origin).map_err(failed)?;
+    let path = prompt_task::write_spec(&root, &mut derived, &origin).map_err(prompt_failure)?;
     let shown = rt.workspace.relative(&path);
     if flags.quiet {
         eprintln!("task spec: {shown}");
@@ -751,6 +748,17 @@ async fn run_prompt(g: &Global, p: &PromptFlags, flags: &RunFlags) -> Result<u8,
     // Read back from the file: the run is that of `agentforge run <file>`.
     let spec = TaskSpec::load(&path).map_err(usage)?;
     run_spec(g, rt, spec, &path, flags).await
+}
+
+/// A prompt run's error with its exit code: the disk's are I/O errors (74), never usage.
+fn prompt_failure(e: agentforge::prompt_task::PromptError) -> Failure {
+    match e {
+        e @ agentforge::prompt_task::PromptError::Write { .. } => Failure {
+            code: agentforge::executor::exit::IO,
+            error: e.into(),
+        },
+        e => usage(e),
+    }
 }
 
 fn workspace_root(g: &Global) -> Result<PathBuf, Failure> {
@@ -856,10 +864,23 @@ fn runtime(
     flags: &RunFlags,
     recorded: Option<&RecordedProvider>,
 ) -> Result<Runtime, Failure> {
+    runtime_with(g, flags, recorded, true)
+}
+
+/// [`runtime`], with the workspace's write probe only when `probe` (a dry run writes
+/// nothing, not even the probe's `.agentforge/`).
+fn runtime_with(
+    g: &Global,
+    flags: &RunFlags,
+    recorded: Option<&RecordedProvider>,
+    probe: bool,
+) -> Result<Runtime, Failure> {
     let ws = Workspace::new(&g.workspace)
         .with_context(|| format!("workspace {}", g.workspace.display()))
         .map_err(usage)?;
-    check_writable(ws.root())?;
+    if probe {
+        check_writable(ws.root())?;
+    }
     let config = load_config(g, flags, ws.root(), recorded)?;
     let mut provider = Provider::from_settings(&config.provider_settings()).map_err(usage)?;
     if !flags.quiet {

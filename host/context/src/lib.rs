@@ -9,7 +9,7 @@
 //!
 //! ```yaml
 //! task:           # id, goal, "step: 5 of 20", phase, success_criteria, constraints
-//! instructions:   # the project's AGENTS.md / CLAUDE.md / .agentforge/instructions.md, nearest first
+//! project_instructions: # AGENTS.md / CLAUDE.md / .agentforge/instructions.md, nearest first
 //! focus:          # the current branch of the plan, loop warnings
 //! current_state:  # the task type's schema value (file contents as `|` blocks)
 //! understanding:  # facts by category: "statement (conf: 0.9)"
@@ -88,7 +88,7 @@ pub struct Budgets {
     pub system_prompt: usize,
     /// `task:` (id, goal, step, phase, criteria, constraints).
     pub task_frame: usize,
-    /// `instructions:` (the project's instruction files, nearest first).
+    /// `project_instructions:` (the project's instruction files, nearest first).
     pub instructions: usize,
     /// `focus:` (the current branch of the plan, loop warnings).
     pub focus: usize,
@@ -491,7 +491,7 @@ impl Section {
     fn key(self) -> &'static str {
         match self {
             Section::Task => "task",
-            Section::Instructions => "instructions",
+            Section::Instructions => "project_instructions",
             Section::Focus => "focus",
             Section::CurrentState => "current_state",
             Section::Understanding => "understanding",
@@ -637,7 +637,7 @@ struct TaskView {
 /// Characters every instruction file keeps before the farthest files are left out.
 const INSTRUCTION_CHARS_FLOOR: usize = 400;
 
-/// One entry of `instructions:`: a file (with a note when it is cut), or the note
+/// One entry of `project_instructions:`: a file (with a note when it is cut), or the note
 /// naming the files left out.
 #[derive(Serialize)]
 #[serde(untagged)]

@@ -836,10 +836,12 @@ fn instruction_files() -> Vec<InstructionFile> {
     ]
 }
 
-/// The `instructions:` section of a user message (up to the next top-level key).
+/// The `project_instructions:` section of a user message (up to the next top-level key).
 fn instructions_yaml(user: &str) -> &str {
     let yaml = context_yaml(user);
-    let start = yaml.find("instructions:\n").expect("instructions section");
+    let start = yaml
+        .find("project_instructions:\n")
+        .expect("instructions section");
     let rest = &yaml[start + 1..];
     let end = rest
         .find("\nfocus:")
@@ -857,18 +859,24 @@ fn instructions_render_nearest_first_after_the_task() {
     assert_exact_total(&p);
     assert!(!section(&p, "instructions").compressed);
     let yaml = context_yaml(&p.user);
-    assert!(yaml.find("instructions:") > yaml.find("task:"), "{yaml}");
-    assert!(yaml.find("instructions:") < yaml.find("focus:"), "{yaml}");
+    assert!(
+        yaml.find("project_instructions:") > yaml.find("task:"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.find("project_instructions:") < yaml.find("focus:"),
+        "{yaml}"
+    );
     insta::assert_snapshot!("instructions_whole", instructions_yaml(&p.user));
     let parsed: Value = serde_yaml_ng::from_str(yaml).unwrap();
     assert_eq!(
-        parsed["instructions"][1]["content"],
+        parsed["project_instructions"][1]["content"],
         fx.instructions[1].content.as_str()
     );
     // No files, no section (and 0 tokens in the table).
     fx.instructions.clear();
     let p = build(&fx.input(), &Budgets::default()).unwrap();
-    assert!(!p.user.contains("instructions:"));
+    assert!(!p.user.contains("project_instructions:"));
     assert_eq!(section(&p, "instructions").tokens, 0);
     assert!(p.instructions.is_empty());
 }
@@ -888,7 +896,7 @@ fn oversize_instructions_are_cut_with_a_note_then_the_farthest_left_out() {
     assert!(s.compressed && s.tokens <= 350, "{s:?}");
     insta::assert_snapshot!("instructions_cut", instructions_yaml(&p.user));
     let yaml: Value = serde_yaml_ng::from_str(context_yaml(&p.user)).unwrap();
-    let big = yaml["instructions"]
+    let big = yaml["project_instructions"]
         .as_array()
         .unwrap()
         .iter()
