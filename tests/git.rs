@@ -40,7 +40,10 @@ fn git(ws: &Path, args: &[&str]) -> String {
 /// A repository whose first commit holds `notes.txt`; `task.yaml` stays untracked (a
 /// person's file the task must neither commit nor remove).
 fn repo() -> (tempfile::TempDir, tempfile::TempDir) {
-    let ws = notes_workspace(&notes_task(TASK, FIXED, 10));
+    // The check also leaves a file behind, as a build leaves its output: a new file a
+    // command made is not the task's change to commit.
+    let check = format!("echo ran >> check.log; {FIXED}");
+    let ws = notes_workspace(&notes_task(TASK, &check, 10));
     git(ws.path(), &["init", "-q", "-b", "main"]);
     git(ws.path(), &["add", "notes.txt"]);
     git(ws.path(), &["commit", "-q", "-m", "notes"]);
@@ -167,7 +170,10 @@ fn a_task_works_on_its_branch_and_undo_rewinds_its_files_log_and_state() {
         files.lines().filter(|l| !l.is_empty()).collect::<Vec<_>>(),
         ["notes.txt", "notes.txt"]
     );
-    assert_eq!(git(ws, &["status", "--porcelain"]), "?? task.yaml");
+    assert_eq!(
+        git(ws, &["status", "--porcelain"]),
+        "?? check.log\n?? task.yaml"
+    );
     // Nothing was pushed anywhere (there is no remote to push to, and none was added).
     assert_eq!(git(ws, &["remote"]), "");
 
@@ -267,6 +273,8 @@ fn a_dirty_tree_is_refused_and_stash_takes_the_changes_aside() {
         "title: mine\nstatus: broken\n"
     );
     assert!(logged_steps(ws).is_empty());
+    // Refused before the task was created: nothing to clean up.
+    assert!(!task_dir(ws).exists());
 
     let out = run(ws, session.path(), &["--stash"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

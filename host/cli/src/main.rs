@@ -667,10 +667,21 @@ async fn run_spec(
         }
         Err(_) => {
             check_inputs(&rt, &spec, task)?;
+            // Before the task exists: a refused start leaves nothing behind.
+            refuse_dirty_tree(&rt, flags)?;
             rt.create_task(&spec).map_err(exec_failure)?
         }
     };
     drive(&rt, dir, g.json, flags).await
+}
+
+/// A new task's git start refuses uncommitted changes to tracked files (unless
+/// `--stash`): checked before the task (or a derived spec) is written.
+fn refuse_dirty_tree(rt: &Runtime, flags: &RunFlags) -> Result<(), Failure> {
+    if !rt.config.git.enabled || flags.no_git || flags.stash {
+        return Ok(());
+    }
+    agentforge::task_git::check_clean(rt.workspace.root()).map_err(git_failure)
 }
 
 /// `agentforge run -p PROMPT` / `--goal-file FILE`: derives the task spec
@@ -735,6 +746,8 @@ async fn run_prompt(g: &Global, p: &PromptFlags, flags: &RunFlags) -> Result<u8,
         return Ok(0);
     }
     let root = rt.workspace.root().to_path_buf();
+    // A tree git would refuse is refused before anything is written.
+    refuse_dirty_tree(&rt, flags)?;
     let path = prompt_task::write_spec(&root, &mut derived, &origin).map_err(prompt_failure)?;
     let shown = rt.workspace.relative(&path);
     if flags.quiet {

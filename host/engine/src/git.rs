@@ -192,19 +192,36 @@ impl Git {
         .map(|_| ())
     }
 
-    /// Commits every change outside `.agentforge/` and outside `keep_out` (files the
-    /// host must not commit, such as those untracked before a task began); the new
-    /// commit's full hash, or `None` when nothing changed. One `git status` when
-    /// nothing did.
-    pub fn commit_except(
+    /// Commits a task's changes: every change to tracked files, and the new files in
+    /// `written` (what the task's own actions wrote), outside `.agentforge/`, outside
+    /// `keep_out` (files the host must not commit, such as those untracked before the
+    /// task began) and not ignored. New files a command made (build output, a lock
+    /// file) stay out. The new commit's full hash, or `None` when nothing was staged.
+    pub fn commit_task_changes(
         &self,
         message: &str,
+        written: &[String],
         keep_out: &[String],
     ) -> Result<Option<String>, GitError> {
-        if !self.has_changes(keep_out)? {
-            return Ok(None);
+        self.run_owned(&with_paths(&["add", "-u"], keep_out))?;
+        let written: Vec<&String> = written
+            .iter()
+            .filter(|p| !p.starts_with(".agentforge/") && !keep_out.contains(p))
+            .collect();
+        if !written.is_empty() {
+            // Of them, the new files git does not ignore (adding an ignored path fails).
+            let mut args: Vec<String> = ["ls-files", "--others", "--exclude-standard", "--"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            args.extend(written.iter().map(|p| format!(":(literal){p}")));
+            let new = self.run_owned(&args)?;
+            if !new.is_empty() {
+                let mut add: Vec<String> = vec!["add".into(), "--".into()];
+                add.extend(new.lines().map(|p| format!(":(literal){p}")));
+                self.run_owned(&add)?;
+            }
         }
-        self.run_owned(&with_paths(&["add", "-A"], keep_out))?;
         if self.run(&["diff", "--cached", "--quiet"]).is_ok() {
             return Ok(None);
         }
@@ -253,16 +270,6 @@ impl Git {
             args.push(format!("/{p}"));
         }
         self.run_owned(&args).map(|_| ())
-    }
-
-    /// Whether anything outside `.agentforge/` and `keep_out` differs from `HEAD`
-    /// (untracked files included).
-    pub fn has_changes(&self, keep_out: &[String]) -> Result<bool, GitError> {
-        let status = with_paths(
-            &["status", "--porcelain", "--untracked-files=all"],
-            keep_out,
-        );
-        Ok(!self.run_owned(&status)?.is_empty())
     }
 
     fn run_owned(&self, args: &[String]) -> Result<String, GitError> {

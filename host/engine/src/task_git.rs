@@ -215,6 +215,22 @@ fn ignore_state_folder(workspace: &Path) -> Result<(), TaskGitError> {
     })
 }
 
+/// Refuses a workspace (the top of a repository) with uncommitted changes to tracked
+/// files, as a new task's [`TaskRepo::start`] would; anywhere else, nothing to check.
+pub fn check_clean(workspace: &Path) -> Result<(), TaskGitError> {
+    let Some(git) = Git::detect(workspace) else {
+        return Ok(());
+    };
+    let changes = git.tracked_changes()?;
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(TaskGitError::Dirty {
+        root: workspace.display().to_string(),
+        changes: changes.into_iter().take(8).collect(),
+    })
+}
+
 /// A task's repository while it runs.
 pub struct TaskRepo {
     git: Git,
@@ -280,6 +296,7 @@ impl TaskRepo {
                     "agentforge({}): step {} (changes found uncommitted at resume)",
                     state.task_id, state.step
                 ),
+                &state.files_modified,
             )?;
             let branch = repo.rec.branch.clone();
             return Ok(Some((repo, Started::Resumed { branch, committed })));
@@ -288,14 +305,10 @@ impl TaskRepo {
         let base = git
             .head()
             .ok_or(TaskGitError::NoCommit { root: root.clone() })?;
-        let changes = git.tracked_changes()?;
         let mut stashed = None;
-        if !changes.is_empty() {
+        if !git.tracked_changes()?.is_empty() {
             if !stash {
-                return Err(TaskGitError::Dirty {
-                    root,
-                    changes: changes.into_iter().take(8).collect(),
-                });
+                check_clean(workspace)?;
             }
             let message = format!("agentforge: before task {}", state.task_id);
             git.stash(&message)?;
@@ -356,20 +369,28 @@ impl TaskRepo {
         &self.rec
     }
 
-    fn commit(&self, step: u64, subject: &str) -> Result<Option<String>, TaskGitError> {
+    fn commit(
+        &self,
+        step: u64,
+        subject: &str,
+        written: &[String],
+    ) -> Result<Option<String>, TaskGitError> {
         let message = format!(
             "{subject}\n\nAgentForge-Task: {}\n{STEP_TRAILER}{step}",
             self.rec.state_at_start.task_id
         );
         Ok(self
             .git
-            .commit_except(&message, &self.rec.untracked_at_start)?)
+            .commit_task_changes(&message, written, &self.rec.untracked_at_start)?)
     }
 
     /// Commits what a recorded step changed (nothing when it changed no file): one
-    /// commit per step, named by it, with what verification said after it.
+    /// commit per step, named by it, with what verification said after it. The step's
+    /// changes are the tracked files that differ and the new files its actions wrote;
+    /// new files a command made (build output) are not the task's to commit.
     pub fn commit_step(&self, record: &ActionRecord) -> Result<Option<String>, TaskGitError> {
-        if !self.git.has_changes(&self.rec.untracked_at_start)? {
+        let written: Vec<String> = record.file_hashes.keys().cloned().collect();
+        if written.is_empty() && self.git.tracked_changes()?.is_empty() {
             return Ok(None);
         }
         // The commit names a recorded step: its log line is on the disk first (a kill
@@ -394,7 +415,7 @@ impl TaskRepo {
             "agentforge({}): step {} {}{target}\n\n{}\n{verified}",
             self.rec.state_at_start.task_id, record.step, record.action, record.summary
         );
-        self.commit(record.step, &subject)
+        self.commit(record.step, &subject, &written)
     }
 
     /// The commits of the task's branch: (hash, step, subject), oldest first.
