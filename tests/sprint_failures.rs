@@ -809,6 +809,32 @@ fn fixes_that_never_work_reach_research_once_then_course_correction_then_stop() 
         "research runs once per verification: {why}"
     );
     assert_eq!(count("COURSE_CORRECT"), 2, "{why}");
+    // The heartbeat after a course correction is a full VRC (seed 002 section 10: did
+    // it help?): the evaluator's, recorded as full.
+    for e in s
+        .events()
+        .iter()
+        .filter(|e| e["decision"]["action"] == "COURSE_CORRECT" && e["ended"].is_null())
+    {
+        let tasks: Vec<&str> = e["role_tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert!(
+            tasks.iter().any(|t| t.ends_with("-vrc-evaluator")),
+            "{tasks:?}"
+        );
+        let last = e["state_after"]["vrc_history"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(last["full"], true, "{last}");
+        assert_eq!(last["iteration"], e["state_after"]["iteration"], "{last}");
+    }
     let researchers = s
         .role_tasks()
         .iter()
