@@ -936,6 +936,7 @@ fn built_in_kinds_load_when_a_step_first_needs_them() {
         usage: Usage {
             input_tokens: 0,
             output_tokens: 0,
+            cached_input_tokens: 0,
         },
         model: "test".into(),
     };

@@ -144,7 +144,8 @@ async fn check_happy_path(p: Protocol) {
         resp.usage,
         Usage {
             input_tokens: 123,
-            output_tokens: 45
+            output_tokens: 45,
+            cached_input_tokens: 0,
         }
     );
     assert_eq!(resp.model, "test-model-1");
@@ -481,7 +482,8 @@ async fn check_text_only(p: Protocol) {
         resp.usage,
         Usage {
             input_tokens: 100,
-            output_tokens: 20
+            output_tokens: 20,
+            cached_input_tokens: 0,
         }
     );
 }
@@ -753,7 +755,8 @@ fn background_server_serves_a_client_on_another_runtime() {
         resp.usage,
         Usage {
             input_tokens: 7,
-            output_tokens: 3
+            output_tokens: 3,
+            cached_input_tokens: 0,
         }
     );
     assert!(server.wait_for_requests_blocking(2, Duration::from_secs(1)));
@@ -828,7 +831,8 @@ async fn replay_maps_lines_to_steps() {
         r1.usage,
         Usage {
             input_tokens: 11,
-            output_tokens: 2
+            output_tokens: 2,
+            cached_input_tokens: 0,
         }
     );
     assert_eq!(r1.model, "test-model-1");

@@ -2,7 +2,8 @@
 //! ([`actions`], the one table of built-in actions), what the model is asked and answers
 //! ([`model`], [`text_mode`]), the state a task carries and the record of a step
 //! ([`state`]), and the pure policies every step applies: the phase graph ([`phases`]),
-//! the focus tree ([`focus`]), the adaptive budget ([`budget`]), working memory,
+//! the focus tree ([`focus`]), the adaptive budget ([`budget`]), the price of model calls
+//! ([`cost`]), working memory,
 //! fact extraction rules ([`extract`]), gate and guard contracts ([`gates`], [`guards`]).
 //!
 //! Everything that touches disk, network or WASM lives in the crates above this one
@@ -12,6 +13,7 @@ pub mod actions;
 pub mod args;
 pub mod budget;
 pub mod command;
+pub mod cost;
 pub mod edit;
 pub mod extract;
 pub mod fault;

@@ -107,6 +107,15 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Completion tokens (`output_tokens` / `completion_tokens`).
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache (billed at the
+    /// cached-input price): OpenAI's `prompt_tokens_details.cached_tokens`, Anthropic's
+    /// `cache_read_input_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the model answered, already classified. Bad answers are values, not

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use super::http::{normalize_base_url, HttpClient, MissingField};
 use super::{
     check_native_tools, classify_arguments, effective_user_message, parse_action_block,
-    parse_usage, ModelReply, ModelRequest, ModelResponse, ProviderError, ProviderSettings,
-    ToolMode, ANTHROPIC_API_KEY_ENV,
+    parse_anthropic_usage, ModelReply, ModelRequest, ModelResponse, ProviderError,
+    ProviderSettings, ToolMode, ANTHROPIC_API_KEY_ENV,
 };
 
 /// The `anthropic-version` header value sent.
@@ -166,7 +166,7 @@ impl AnthropicProvider {
         };
         Ok(ModelResponse {
             reply,
-            usage: parse_usage(body, "input_tokens", "output_tokens"),
+            usage: parse_anthropic_usage(body),
             model: body
                 .get("model")
                 .and_then(Value::as_str)

@@ -337,12 +337,30 @@ fn classify_raw_arguments(name: String, raw: &str) -> ModelReply {
     }
 }
 
-/// Read `usage.<input>` / `usage.<output>` from a response body.
-fn parse_usage(body: &serde_json::Value, input: &str, output: &str) -> Usage {
+/// Read the usage of an Anthropic Messages response. Its `input_tokens` leaves out the
+/// prompt tokens read from or written to the prompt cache; they are added back, so
+/// `input_tokens` is the whole prompt in both wire formats.
+fn parse_anthropic_usage(body: &serde_json::Value) -> Usage {
+    let usage = &body["usage"];
+    let n = |k: &str| usage[k].as_u64().unwrap_or(0);
+    let cached = n("cache_read_input_tokens");
+    Usage {
+        input_tokens: n("input_tokens") + n("cache_creation_input_tokens") + cached,
+        output_tokens: n("output_tokens"),
+        cached_input_tokens: cached,
+    }
+}
+
+/// Read the usage of an OpenAI-compatible chat completion (`prompt_tokens` includes the
+/// cached ones, `prompt_tokens_details.cached_tokens`).
+fn parse_openai_usage(body: &serde_json::Value) -> Usage {
     let usage = &body["usage"];
     Usage {
-        input_tokens: usage[input].as_u64().unwrap_or(0),
-        output_tokens: usage[output].as_u64().unwrap_or(0),
+        input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+        output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+        cached_input_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::http::{normalize_base_url, HttpClient, MissingField};
 use super::{
     check_native_tools, classify_arguments, effective_user_message, parse_action_block,
-    parse_usage, ModelReply, ModelRequest, ModelResponse, ProviderError, ProviderSettings,
+    parse_openai_usage, ModelReply, ModelRequest, ModelResponse, ProviderError, ProviderSettings,
     ToolMode, OPENAI_API_KEY_ENV,
 };
 
@@ -164,7 +164,7 @@ impl OpenAiProvider {
         };
         Ok(ModelResponse {
             reply,
-            usage: parse_usage(body, "prompt_tokens", "completion_tokens"),
+            usage: parse_openai_usage(body),
             model: body
                 .get("model")
                 .and_then(Value::as_str)

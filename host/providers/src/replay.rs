@@ -75,6 +75,8 @@ struct LineUsage {
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    cached_input_tokens: u64,
 }
 
 impl ReplayProvider {
@@ -132,6 +134,7 @@ impl ReplayProvider {
             .map(|u| Usage {
                 input_tokens: u.input_tokens,
                 output_tokens: u.output_tokens,
+                cached_input_tokens: u.cached_input_tokens,
             })
             .unwrap_or_default();
         let kinds =
@@ -183,10 +186,8 @@ impl ReplayProvider {
 /// `usage`, in the format [`ReplayProvider`] reads, so real sessions can be
 /// recorded and replayed.
 pub fn record_line(reply: &ModelReply, usage: &Usage) -> String {
-    let usage = json!({
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-    });
+    // Usage's own serialization: the cached count only where there is one.
+    let usage = serde_json::to_value(usage).unwrap_or_default();
     let line = match reply {
         ModelReply::ToolCall { name, arguments } => {
             json!({"tool": name, "arguments": arguments, "usage": usage})
@@ -215,6 +216,7 @@ mod tests {
                 Usage {
                     input_tokens: 10,
                     output_tokens: 2,
+                    cached_input_tokens: 0,
                 },
             ),
             (
@@ -232,6 +234,7 @@ mod tests {
                 Usage {
                     input_tokens: 1,
                     output_tokens: 1,
+                    cached_input_tokens: 0,
                 },
             ),
         ];
