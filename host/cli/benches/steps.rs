@@ -88,6 +88,7 @@ fn response(name: String, arguments: serde_json::Value) -> ModelResponse {
         usage: Usage {
             input_tokens: 0,
             output_tokens: 0,
+            cached_input_tokens: 0,
         },
         model: "bench".into(),
     }
@@ -151,7 +152,9 @@ fn fake_history(rt: &Runtime, spec: &TaskSpec, n: u64) -> agentforge::state_stor
             usage: Usage {
                 input_tokens: 3000,
                 output_tokens: 40,
+                cached_input_tokens: 0,
             },
+            cost_usd_micros: None,
             output_artifact: None,
             output_hash: None,
             output_len: None,

@@ -6,8 +6,8 @@
 pub use agentforge_context as context;
 pub use agentforge_context::{prompts, schemas};
 pub use agentforge_core::{
-    actions, budget, command, extract, fault, focus, gates, guards, hash, model, phases, sanitize,
-    task, text, working_memory,
+    actions, budget, command, cost, extract, fault, focus, gates, guards, hash, model, phases,
+    sanitize, task, text, working_memory,
 };
 pub use agentforge_engine::{config, executor, mcp, task_git};
 pub use agentforge_loops as loops;

@@ -67,6 +67,11 @@ struct RunFlags {
     /// kept by later resumes of the task (a resume with the flag sets it anew).
     #[arg(long)]
     max_steps: Option<u64>,
+    /// Spending cap in US dollars (wins over `[limits] max_cost_usd`): the run stops,
+    /// resumably, before the first model call made once the task's recorded cost reaches
+    /// it; a resume with a higher cap continues. The model needs a price (`[pricing]`).
+    #[arg(long, value_name = "USD")]
+    max_cost_usd: Option<f64>,
     /// Plugin folder (repeatable).
     #[arg(long = "plugins")]
     plugins: Vec<PathBuf>,
@@ -534,8 +539,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let spec = dir.spec().map_err(failed)?;
             let actions: Vec<agentforge::state_store::ActionRecord> =
                 dir.recent_actions(5).map_err(failed)?;
+            // What priced the task: the config with the model the task ran with.
+            let (mut config, _) =
+                Config::load(g.config.as_deref(), &workspace_root(g)?).map_err(usage)?;
+            if let Some(r) = dir.load_provider().map_err(usage)? {
+                config.provider.model = r.model;
+            }
             if g.json {
-                let v = serde_json::json!({"spec": spec, "state": state, "recent_actions": actions.iter().map(|a| serde_json::json!({"step": a.step, "action": a.action, "target": a.target, "result": a.result, "summary": a.summary})).collect::<Vec<_>>()});
+                let v = serde_json::json!({"spec": spec, "state": state, "cost": cost_json(state.cost), "recent_actions": actions.iter().map(|a| serde_json::json!({"step": a.step, "action": a.action, "target": a.target, "result": a.result, "summary": a.summary, "cost_usd_micros": a.cost_usd_micros})).collect::<Vec<_>>()});
                 println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
             } else {
                 println!(
@@ -547,14 +558,17 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     "# state.yaml\n{}",
                     serde_yaml_ng::to_string(&state).map_err(failed)?
                 );
+                println!("# cost\n{}\n", cost_line(state.cost, &config));
                 println!("# last actions");
                 for a in actions {
                     println!(
-                        "{:>4} {:<13} {:<28} {:<8} {}",
+                        "{:>4} {:<13} {:<28} {:<8} {:>9} {}",
                         a.step,
                         a.action,
                         a.target.unwrap_or_default(),
                         a.result,
+                        a.cost_usd_micros
+                            .map_or_else(|| "unknown".to_string(), |c| c.to_string()),
                         a.summary
                     );
                 }
@@ -908,6 +922,15 @@ fn runtime_with(
     }
     rt.progress = !flags.quiet;
     rt.max_steps = flags.max_steps;
+    rt.max_cost = match flags.max_cost_usd.or(rt.config.limits.max_cost_usd) {
+        Some(usd) => Some(
+            agentforge::config::parse_cap(usd)
+                .map_err(|m| usage(anyhow!("--max-cost-usd: {m}")))?,
+        ),
+        None => None,
+    };
+    // A cap on a model with no price is refused before any task is made or resumed.
+    rt.cost_cap().map_err(|e| usage(anyhow!(e)))?;
     load_plugins(&mut rt, flags.strict)?;
     Ok(rt)
 }
@@ -1156,11 +1179,19 @@ async fn drive(
     // An undo a kill interrupted is finished before anything reads the task.
     agentforge::task_git::finish_pending_undo(&root, &dir).map_err(git_failure)?;
     let mut exec = Executor::new(rt, dir.clone());
-    let (mut state, recovery, rolled_back) = exec.recover().map_err(failed)?;
+    let (_, recovery, rolled_back) = exec.recover().map_err(failed)?;
     report_recovery(&recovery);
     if let Some(step) = rolled_back {
         eprintln!("recovered: step {step} was interrupted before it was recorded; its file changes were rolled back and it will run again");
     }
+    // The budgets first: a task they stopped and now let go on is running when git
+    // starts its branch.
+    if let Some(n) = rt.max_steps {
+        exec.set_max_steps(n).map_err(exec_failure)?;
+    }
+    // Refused here when the model has no price; a task the cap stopped runs again under
+    // a higher one. Returns the state as the run starts from it.
+    let state = exec.set_max_cost().map_err(exec_failure)?;
     let git_on = rt.config.git.enabled && !flags.no_git;
     let mut branch = None;
     if git_on && state.status == TaskStatus::Running {
@@ -1204,18 +1235,18 @@ async fn drive(
             }));
         }
     }
-    if let Some(n) = rt.max_steps {
-        state = exec.set_max_steps(n).map_err(exec_failure)?;
-    }
     if rt.progress && state.status == TaskStatus::Running {
         eprintln!(
-            "task `{}` ({}): starting at step {} of {} with {} model `{}`",
+            "task `{}` ({}): starting at step {} of {} with {} model `{}`{}",
             state.task_id,
             state.task_type,
             state.step + 1,
             state.max_steps,
             rt.config.provider.kind,
-            rt.config.provider.model
+            rt.config.provider.model,
+            rt.max_cost
+                .map(|cap| format!("; cost cap {cap}, {} spent", state.cost.unwrap_or_default()))
+                .unwrap_or_default()
         );
     }
     let stop = agentforge::executor::StopRequest::new();
@@ -1262,6 +1293,7 @@ async fn drive(
             "files_modified": state.files_modified,
             "verification": state.verification,
             "tokens": state.tokens,
+            "cost": cost_json(state.cost),
         });
         println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
     } else {
@@ -1289,6 +1321,7 @@ async fn drive(
             "tokens: max prompt {} (host count), provider input {} output {}",
             state.tokens.max_context_tokens, state.tokens.input_tokens, state.tokens.output_tokens
         );
+        println!("cost: {}", cost_line(state.cost, &rt.config));
         if let Some(b) = branch {
             println!(
                 "changes: on branch `{b}` (`agentforge diff {id}` shows them, `agentforge undo {id}` takes back the last one)",
@@ -1297,6 +1330,46 @@ async fn drive(
         }
     }
     Ok(code)
+}
+
+/// A task's cost as JSON: `usd_micros` is `null` while any step's cost is unknown
+/// (`priced_usd_micros` is then a lower bound).
+fn cost_json(cost: Option<agentforge::cost::CostTotals>) -> serde_json::Value {
+    let c = cost.unwrap_or_default();
+    serde_json::json!({
+        "usd_micros": c.known(),
+        "priced_usd_micros": c.usd_micros,
+        "unpriced_steps": c.unpriced_steps,
+        "shown": c.to_string(),
+    })
+}
+
+/// A task's cost for people, with what priced it: `$0.0426 (claude-sonnet-4-5 at $3 /
+/// $15 per MTok, shipped default of 2026-11-26)`, or why it is unknown.
+fn cost_line(cost: Option<agentforge::cost::CostTotals>, config: &Config) -> String {
+    let c = cost.unwrap_or_default();
+    let model = &config.provider.model;
+    let table = config.price_table().unwrap_or_default();
+    let priced = match table.price(model) {
+        Some((key, p)) => format!(
+            "`{model}` at {} in / {} out{} per MTok, {}",
+            p.input_per_mtok,
+            p.output_per_mtok,
+            p.cached_input_per_mtok
+                .map(|c| format!(" / {c} cached"))
+                .unwrap_or_default(),
+            if table.is_overridden(key) {
+                format!("[pricing.\"{key}\"] of the config")
+            } else {
+                format!(
+                    "shipped default of {} (override in [pricing.\"{key}\"])",
+                    agentforge::cost::DEFAULT_PRICES_DATE
+                )
+            }
+        ),
+        None => format!("`{model}` has no price: add [pricing.\"{model}\"] to agentforge.toml"),
+    };
+    format!("{c} ({priced})")
 }
 
 /// Turns SIGINT and SIGTERM into a stop request: the first stops the run at a safe point

@@ -203,6 +203,12 @@ async fn drive(
     flags: &RunFlags,
     confirm_pause: bool,
 ) -> Result<u8, Failure> {
+    if flags.max_cost_usd.is_some() {
+        // A cap per role task would not bound the sprint; a sprint-wide one is not built.
+        return Err(usage(anyhow!(
+            "--max-cost-usd caps a task run; a sprint's cost is not capped yet (its cost per role is in `agentforge status`)"
+        )));
+    }
     let ws = super::workspace_root(g)?;
     let record_path = dir.path().join(RUN_RECORD);
     let mut record: RunRecord = std::fs::read_to_string(&record_path)
@@ -239,6 +245,7 @@ async fn drive(
         model: flags.model.clone(),
         replay: None,
         max_steps: flags.max_steps,
+        max_cost_usd: None,
         plugins: record.plugins.clone(),
         strict: flags.strict,
         quiet: flags.quiet,
@@ -345,6 +352,7 @@ fn load_config_for_sprint(
             model: flags.model.clone(),
             replay: Some(PathBuf::from("(per role task)")),
             max_steps: flags.max_steps,
+            max_cost_usd: None,
             plugins: flags.plugins.clone(),
             strict: flags.strict,
             quiet: flags.quiet,

@@ -165,6 +165,13 @@ pub struct TokenTotals {
     pub input_tokens: u64,
     /// Sum of output tokens reported by the provider.
     pub output_tokens: u64,
+    /// Of `input_tokens`, those the provider read from its prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The mutable state of a task (`state.yaml`).
@@ -209,6 +216,14 @@ pub struct TaskState {
     /// Token totals.
     #[serde(default)]
     pub tokens: TokenTotals,
+    /// What the steps cost (the sum of the records' `cost_usd_micros`); absent until the
+    /// first step is recorded. Steps recorded before costs were count as unpriced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::CostTotals>,
+    /// The cost cap (`max_cost_usd`) that stopped the task (`budget_exhausted`): a run
+    /// given a higher cap continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at_cost_cap: Option<crate::cost::MicroUsd>,
     /// Invalid model replies in a row (no tool call, unknown tool, bad arguments).
     #[serde(default)]
     pub consecutive_invalid: u32,
@@ -252,6 +267,8 @@ impl TaskState {
             blocked_actions: Vec::new(),
             files_modified: Vec::new(),
             tokens: TokenTotals::default(),
+            cost: None,
+            stopped_at_cost_cap: None,
             consecutive_invalid: 0,
             last_change_step: 0,
             phase_history: Vec::new(),
@@ -321,6 +338,10 @@ pub struct ActionRecord<S = TaskState> {
     /// Usage reported by the provider.
     #[serde(default)]
     pub usage: Usage,
+    /// What the step's model call cost (`usage` at the model's price), in micro-dollars;
+    /// `null` when unknown: the model has no price (never recorded as zero).
+    #[serde(default)]
+    pub cost_usd_micros: Option<crate::cost::MicroUsd>,
     /// Workspace-relative path of the full tool output, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_artifact: Option<String>,

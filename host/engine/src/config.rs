@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use agentforge_context::Budgets;
+use agentforge_core::cost::{MicroUsd, ModelPrice, PriceTable};
 use agentforge_core::model::{ProviderKind, ToolMode};
 pub use agentforge_plugin_host::PluginsConfig;
 use agentforge_providers::ProviderSettings;
@@ -51,6 +52,28 @@ pub struct Config {
     pub git: crate::task_git::GitConfig,
     /// MCP servers whose tools a run offers.
     pub mcp: crate::mcp::McpConfig,
+    /// `[pricing."<model>"]`: prices replacing or adding to the shipped defaults.
+    pub pricing: std::collections::BTreeMap<String, PriceConfig>,
+}
+
+/// `[pricing."<model>"]`: a model's price in US dollars per million tokens.
+///
+/// ```toml
+/// [pricing."claude-sonnet-4-5"]
+/// input_per_mtok = 3.0
+/// output_per_mtok = 15.0
+/// cached_input_per_mtok = 0.30   # optional: cached prompt tokens, else billed as input
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    /// Prompt tokens not read from the provider's cache.
+    pub input_per_mtok: f64,
+    /// Completion tokens.
+    pub output_per_mtok: f64,
+    /// Prompt tokens read from the provider's cache (default: `input_per_mtok`).
+    #[serde(default)]
+    pub cached_input_per_mtok: Option<f64>,
 }
 
 /// The value loop's roles, as `[value_loop.roles.<role>]` names them.
@@ -287,6 +310,10 @@ pub struct Limits {
     pub max_invalid_replies: u32,
     /// Working memory capacity.
     pub working_memory_items: usize,
+    /// Spending cap of a task run, in US dollars: before each model call the recorded
+    /// cost is compared with it and the run stops resumably when it is reached
+    /// (`--max-cost-usd` wins). Needs a price for the model (`[pricing]`).
+    pub max_cost_usd: Option<f64>,
 }
 
 impl Default for Limits {
@@ -297,6 +324,7 @@ impl Default for Limits {
             output_cap_bytes: 1024 * 1024,
             max_invalid_replies: 3,
             working_memory_items: agentforge_core::working_memory::DEFAULT_MAX_ITEMS,
+            max_cost_usd: None,
         }
     }
 }
@@ -346,6 +374,17 @@ pub struct Commands {
 pub struct PromptsConfig {
     /// Folder of templates overriding the built-in ones (relative to the workspace).
     pub dir: Option<PathBuf>,
+}
+
+/// A spending cap in dollars (`max_cost_usd`, `--max-cost-usd`) as micro-dollars; the
+/// error says what a cap must be.
+pub fn parse_cap(dollars: f64) -> Result<MicroUsd, String> {
+    match MicroUsd::from_dollars(dollars) {
+        Some(c) if c > MicroUsd::ZERO => Ok(c),
+        _ => Err(format!(
+            "{dollars} is not a spending cap: give US dollars above 0 (e.g. 2.5)"
+        )),
+    }
 }
 
 /// Errors loading the configuration; each names the file or variable.
@@ -533,6 +572,10 @@ impl Config {
                 ));
             }
         }
+        self.price_table().map_err(|(field, m)| err(&field, m))?;
+        if let Some(cap) = self.limits.max_cost_usd {
+            parse_cap(cap).map_err(|m| err("limits.max_cost_usd", m))?;
+        }
         if self.provider.kind == ProviderKind::Replay && self.provider.replay.is_none() {
             return Err(err(
                 "provider.replay",
@@ -540,6 +583,43 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The price table: the shipped defaults with `[pricing]` over them. An error names
+    /// the field (`pricing."<model>".<key>`) and what is wrong with its value.
+    pub fn price_table(&self) -> Result<PriceTable, (String, String)> {
+        let mut prices = std::collections::BTreeMap::new();
+        for (model, p) in &self.pricing {
+            let field = |k: &str| format!("pricing.\"{model}\".{k}");
+            let dollars = |k: &str, v: f64| {
+                MicroUsd::from_dollars(v).ok_or_else(|| {
+                    (
+                        field(k),
+                        format!("{v} is not a price: give US dollars per million tokens, 0 or more (e.g. 3.0)"),
+                    )
+                })
+            };
+            let cached = match p.cached_input_per_mtok {
+                Some(v) => Some(dollars("cached_input_per_mtok", v)?),
+                None => None,
+            };
+            prices.insert(
+                model.clone(),
+                ModelPrice::new(
+                    dollars("input_per_mtok", p.input_per_mtok)?,
+                    dollars("output_per_mtok", p.output_per_mtok)?,
+                    cached,
+                ),
+            );
+        }
+        Ok(PriceTable::with_overrides(prices))
+    }
+
+    /// The price of `model` from [`Config::price_table`] (`None`: unpriced; an invalid
+    /// table was refused by [`Config::validate`]).
+    pub fn price_of(&self, model: &str) -> Option<ModelPrice> {
+        let table = self.price_table().ok()?;
+        table.price(model).map(|(_, p)| *p)
     }
 
     /// Provider settings for [`agentforge_providers::Provider::from_settings`].
@@ -645,6 +725,53 @@ mod tests {
         );
         let e = refused("[value_loop.limits]\nmax_fix_attempts = 50\n");
         assert!(e.contains("value_loop.limits"), "{e}");
+    }
+
+    #[test]
+    fn pricing_entries_override_the_defaults_and_bad_values_name_their_field() {
+        let c = Config::parse(
+            "[limits]\nmax_cost_usd = 2.5\n[pricing.\"gpt-4o\"]\ninput_per_mtok = 1\noutput_per_mtok = 4.5\n\
+             [pricing.\"local\"]\ninput_per_mtok = 0\noutput_per_mtok = 0\ncached_input_per_mtok = 0\n",
+            "agentforge.toml",
+        )
+        .unwrap();
+        c.validate("agentforge.toml").unwrap();
+        assert_eq!(
+            c.price_of("gpt-4o-2024-08-06"),
+            Some(ModelPrice::new(
+                MicroUsd(1_000_000),
+                MicroUsd(4_500_000),
+                None
+            ))
+        );
+        assert!(c.price_of("local").is_some());
+        // The defaults stay for what the file does not name.
+        assert_eq!(
+            c.price_of("claude-haiku-4-5").map(|p| p.input_per_mtok),
+            Some(MicroUsd(1_000_000))
+        );
+        assert_eq!(c.price_of("unknown-model"), None);
+        assert_eq!(parse_cap(2.5), Ok(MicroUsd(2_500_000)));
+
+        let refused = |text: &str| {
+            Config::parse(text, "agentforge.toml")
+                .and_then(|c| c.validate("agentforge.toml"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused("[pricing.m]\ninput_per_mtok = nan\noutput_per_mtok = 1\n");
+        assert!(
+            e.contains("pricing.\"m\".input_per_mtok") && e.contains("NaN is not a price"),
+            "{e}"
+        );
+        let e = refused(
+            "[pricing.m]\ninput_per_mtok = 1\noutput_per_mtok = 1\ncached_input_per_mtok = -0.5\n",
+        );
+        assert!(e.contains("pricing.\"m\".cached_input_per_mtok"), "{e}");
+        let e = refused("[limits]\nmax_cost_usd = -1\n");
+        assert!(e.contains("limits.max_cost_usd") && e.contains("-1"), "{e}");
+        let e = refused("[pricing.m]\ninput = 1\n");
+        assert!(e.contains("input") && e.contains("line 2"), "{e}");
     }
 
     #[test]

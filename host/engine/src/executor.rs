@@ -21,6 +21,7 @@ use agentforge_context::{
 use agentforge_core::actions::{builtin_tools, parse_action, Action, ContextItem};
 use agentforge_core::budget::{self, BudgetDecision, ProgressPoint, StepLimit};
 use agentforge_core::command::CommandOutput;
+use agentforge_core::cost::{CostTotals, MicroUsd, ModelPrice};
 use agentforge_core::extract::{merge_facts, Extractors};
 use agentforge_core::focus::{self, FailOutcome};
 use agentforge_core::gates::Gates;
@@ -308,6 +309,12 @@ pub struct Runtime {
     /// The command line's `--max-steps`: wins over the task file and the config, and is
     /// recorded in the task's state (see [`agentforge_core::budget::StepLimit`]).
     pub max_steps: Option<u64>,
+    /// The spending cap this run applies (`--max-cost-usd`, else `[limits]
+    /// max_cost_usd`; the command line sets it): before each model call, the task's
+    /// recorded cost is compared with it. Needs a price for the model.
+    pub max_cost: Option<MicroUsd>,
+    /// The price of the configured model, looked up once (`None` inside: unpriced).
+    step_price: std::sync::OnceLock<Option<ModelPrice>>,
     /// The load errors of plugins loaded on first use, for [`Runtime::load_deferred_plugins`].
     late_warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -468,8 +475,36 @@ impl Runtime {
             provider,
             progress: false,
             max_steps: None,
+            max_cost: None,
+            step_price: Default::default(),
             late_warnings: Default::default(),
         }
+    }
+
+    /// The price of the configured model's calls (`[pricing]` over the shipped
+    /// defaults); `None`: unpriced, its calls' cost is unknown.
+    pub fn model_price(&self) -> Option<ModelPrice> {
+        *self
+            .step_price
+            .get_or_init(|| self.config.price_of(&self.config.provider.model))
+    }
+
+    /// The spending cap to apply, refused when the model has no price: a cap on an
+    /// unknown cost could never stop the run.
+    pub fn cost_cap(&self) -> Result<Option<MicroUsd>, ExecError> {
+        let Some(cap) = self.max_cost else {
+            return Ok(None);
+        };
+        if self.model_price().is_none() {
+            let model = &self.config.provider.model;
+            return Err(ExecError::Config(format!(
+                "max_cost_usd is {cap} but model `{model}` has no price, so what its calls cost is unknown; \
+                 add its price to agentforge.toml (US dollars per million tokens; 0 for a free local model):\n\
+                 [pricing.\"{model}\"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n\
+                 or run without --max-cost-usd and [limits] max_cost_usd"
+            )));
+        }
+        Ok(Some(cap))
     }
 
     /// Loads the built-in plugins (embedded in the host: task types, extractors, gates,
@@ -1345,6 +1380,27 @@ impl<'r> Executor<'r> {
         Ok(state)
     }
 
+    /// Applies the run's spending cap ([`Runtime::cost_cap`]) to the task: a task the
+    /// cap stopped runs again when it has spent less than this cap (a raised cap); with
+    /// the same cap or a lower one it stays stopped. Returns the state.
+    pub fn set_max_cost(&self) -> Result<TaskState, ExecError> {
+        let mut state = self.dir.load_state()?;
+        let Some(cap) = self.rt.cost_cap()? else {
+            return Ok(state);
+        };
+        let spent = state.cost.unwrap_or_default().usd_micros;
+        if state.status == TaskStatus::BudgetExhausted
+            && state.stopped_at_cost_cap.is_some()
+            && spent < cap
+        {
+            state.status = TaskStatus::Running;
+            state.status_reason = None;
+            state.stopped_at_cost_cap = None;
+            self.dir.save_state(&state)?;
+        }
+        Ok(state)
+    }
+
     /// Runs steps until the task leaves `running`.
     pub async fn run(&self) -> Result<RunOutcome, ExecError> {
         self.run_until(&StopRequest::new()).await
@@ -1396,6 +1452,21 @@ impl<'r> Executor<'r> {
                 self.dir.save_state(&s)?;
                 continue;
             }
+            // The cost cap, from the recorded cost, before the next model call: a resume
+            // with the same cap stops here again at once.
+            if let Some(cap) = self.rt.cost_cap()? {
+                let spent = state.cost.unwrap_or_default();
+                if spent.usd_micros >= cap {
+                    let mut s = state;
+                    s.status = TaskStatus::BudgetExhausted;
+                    s.status_reason = Some(format!(
+                        "cost cap of {cap} reached: {spent} spent (max_cost_usd); a higher cap continues it"
+                    ));
+                    s.stopped_at_cost_cap = Some(cap);
+                    self.dir.save_state(&s)?;
+                    continue;
+                }
+            }
             let report = tokio::select! {
                 // A finished step wins over a stop that arrives at the same time.
                 biased;
@@ -1411,13 +1482,16 @@ impl<'r> Executor<'r> {
             if self.rt.progress {
                 let r = &report.record;
                 eprintln!(
-                    "[step {:>3}] {:<9} {:<13} {:<28} -> {:<7} ({} ctx tokens)",
+                    "[step {:>3}] {:<9} {:<13} {:<28} -> {:<7} ({} ctx tokens{})",
                     r.step,
                     r.phase,
                     r.action,
                     cut(r.target.as_deref().unwrap_or("-"), 28),
                     r.result,
-                    r.context_tokens
+                    r.context_tokens,
+                    r.cost_usd_micros
+                        .map(|c| format!(", {c}"))
+                        .unwrap_or_default()
                 );
             }
             if let Some(hook) = &self.after_step {
@@ -1485,6 +1559,18 @@ impl<'r> Executor<'r> {
         state.tokens.max_context_tokens = state.tokens.max_context_tokens.max(tokens);
         state.tokens.input_tokens += response.usage.input_tokens;
         state.tokens.output_tokens += response.usage.output_tokens;
+        state.tokens.cached_input_tokens += response.usage.cached_input_tokens;
+        // Priced by the model asked for (the one the cap was checked against); unknown,
+        // never zero, when it has no price.
+        let cost = self.rt.model_price().map(|p| p.cost(&response.usage));
+        state
+            .cost
+            // The task's steps before this one were recorded without a cost.
+            .get_or_insert(CostTotals {
+                usd_micros: MicroUsd::ZERO,
+                unpriced_steps: step.saturating_sub(1),
+            })
+            .add(cost);
         let record = ActionRecord {
             step,
             phase: phase_before,
@@ -1498,6 +1584,7 @@ impl<'r> Executor<'r> {
             timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             context_tokens: tokens,
             usage: response.usage,
+            cost_usd_micros: cost,
             output_artifact: acted.executed.output_artifact,
             output_hash: acted.executed.output.as_ref().map(|o| o.0.clone()),
             output_len: acted.executed.output.map(|o| o.1),

@@ -330,6 +330,7 @@ mod tests {
             timestamp: String::new(),
             context_tokens: 0,
             usage: Default::default(),
+            cost_usd_micros: None,
             output_artifact: None,
             output_hash: None,
             output_len: None,

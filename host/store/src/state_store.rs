@@ -1002,6 +1002,7 @@ mod tests {
             timestamp: "2026-01-01T00:00:00Z".into(),
             context_tokens: 100,
             usage: Usage::default(),
+            cost_usd_micros: None,
             output_artifact: None,
             output_hash: None,
             output_len: None,
