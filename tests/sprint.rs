@@ -867,6 +867,14 @@ fn script_from_sessions() -> (Vec<Scripted>, Vec<String>, Vec<(u64, u64)>) {
     (script, jobs, usage)
 }
 
+/// Micro-dollars as the host shows them: every significant digit, at least cents.
+fn dollars(micros: u64) -> String {
+    let frac = format!("{:06}", micros % 1_000_000);
+    let digits = frac.trim_end_matches('0');
+    let digits = if digits.len() < 2 { &frac[..2] } else { digits };
+    format!("${}.{digits}", micros / 1_000_000)
+}
+
 fn sprint_through(protocol: Protocol) {
     let (script, jobs, usage) = script_from_sessions();
     let server = ScriptedServer::builder(protocol)
@@ -880,7 +888,8 @@ fn sprint_through(protocol: Protocol) {
     };
     let mut config = read(ws, "agentforge.toml");
     config.push_str(&format!(
-        "\n[provider]\nkind = \"{kind}\"\nbase_url = \"{}\"\nmodel = \"scripted-model\"\nmax_retries = 0\n",
+        "\n[provider]\nkind = \"{kind}\"\nbase_url = \"{}\"\nmodel = \"scripted-model\"\nmax_retries = 0\n\
+         [pricing.\"scripted-model\"]\ninput_per_mtok = 3\noutput_per_mtok = 15\n",
         server.base_url()
     ));
     std::fs::write(ws.join("agentforge.toml"), config).unwrap();
@@ -913,6 +922,8 @@ fn sprint_through(protocol: Protocol) {
     );
     assert_eq!(server.remaining(), 0, "{what}");
     let mut per_role: BTreeMap<String, u64> = BTreeMap::new();
+    // Micro-dollars per role at $3 in / $15 out per million tokens.
+    let mut cost_per_role: BTreeMap<String, u64> = BTreeMap::new();
     for (i, r) in requests.iter().enumerate() {
         assert!(
             r.is_valid(),
@@ -948,6 +959,7 @@ fn sprint_through(protocol: Protocol) {
             "{what}: request {i} ({job}): {answered} not in {tools:?}"
         );
         *per_role.entry(role.to_string()).or_default() += usage[i].0 + usage[i].1;
+        *cost_per_role.entry(role.to_string()).or_default() += usage[i].0 * 3 + usage[i].1 * 15;
     }
 
     let st = status_json(ws);
@@ -966,6 +978,20 @@ fn sprint_through(protocol: Protocol) {
         .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
         .collect();
     assert_eq!(reported, per_role, "{what}: tokens per role");
+    // Cost beside the tokens: per role in the status, the sum in the delivery report.
+    let costs: BTreeMap<String, u64> = st["cost_per_role"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v["usd_micros"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(costs, cost_per_role, "{what}: cost per role");
+    let cost: u64 = cost_per_role.values().sum();
+    let report = std::fs::read_to_string(sprint_dir(ws).join("DELIVERY_REPORT.md")).unwrap();
+    assert!(
+        report.contains(&format!("- Cost: {} (", dollars(cost))),
+        "{what}: {report}"
+    );
     assert_eq!(decisions(&events(ws)), EXPECTED_DECISIONS, "{what}");
     assert_log_invariants(ws, &what);
 }

@@ -461,6 +461,7 @@ fn print_status(
             *tokens.entry(k.clone()).or_default() += v;
         }
     }
+    let cost_per_role = agentforge::sprint::cost_per_role(&events);
     if g.json {
         let v = serde_json::json!({
             "sprint": s.sprint,
@@ -475,6 +476,7 @@ fn print_status(
             "health": health.as_ref().map(|(h, t)| serde_json::json!({"status": h, "triggers": t.iter().map(|x| x.detail.clone()).collect::<Vec<_>>()})),
             "tokens_used": s.tokens_used,
             "tokens_per_role": tokens,
+            "cost_per_role": cost_per_role.iter().map(|(r, c)| (r.clone(), super::cost_json(Some(*c)))).collect::<std::collections::BTreeMap<_, _>>(),
             "folder": dir.path(),
         });
         outln!(out, "{}", serde_json::to_string_pretty(&v).map_err(failed)?);
@@ -571,6 +573,9 @@ fn print_status(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if let Some(c) = agentforge::sprint::cost_summary(&cost_per_role) {
+        outln!(out, "cost: {c}");
+    }
     outln!(out, "folder: {}", dir.path().display());
     flush(&out);
     Ok(())

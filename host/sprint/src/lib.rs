@@ -147,6 +147,10 @@ pub struct Event {
     /// Tokens per role.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, u64>,
+    /// Cost per role: the sum of the role tasks' recorded costs (unknown for steps of an
+    /// unpriced model, see [`agentforge_core::cost`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cost: BTreeMap<String, agentforge_core::cost::CostTotals>,
     /// The end this event brought (the exit gate passed, a gate failed the sprint): in
     /// the same line as the event, so no kill can separate them.
     /// (Named apart from a `finished` event's `end`: both sit in one flattened line.)
@@ -157,6 +161,33 @@ pub struct Event {
     pub monitor: Option<agentforge_value_loop::monitor::ProcessMonitor>,
     /// The sprint state after the event: what `sprint.json` caches.
     pub state_after: SprintState,
+}
+
+/// The cost of each role over `events` (the sum of its role tasks' recorded costs).
+pub fn cost_per_role(events: &[Event]) -> BTreeMap<String, agentforge_core::cost::CostTotals> {
+    let mut per_role: BTreeMap<String, agentforge_core::cost::CostTotals> = BTreeMap::new();
+    for e in events {
+        for (role, c) in &e.cost {
+            per_role.entry(role.clone()).or_default().merge(c);
+        }
+    }
+    per_role
+}
+
+/// A sprint's cost for people: `$0.42 (builder $0.30, planner $0.12)`; unknown while
+/// any role's step had an unpriced model. `None` when no event recorded a cost.
+pub fn cost_summary(
+    per_role: &BTreeMap<String, agentforge_core::cost::CostTotals>,
+) -> Option<String> {
+    if per_role.is_empty() {
+        return None;
+    }
+    let mut total = agentforge_core::cost::CostTotals::default();
+    for c in per_role.values() {
+        total.merge(c);
+    }
+    let roles: Vec<String> = per_role.iter().map(|(r, c)| format!("{r} {c}")).collect();
+    Some(format!("{total} ({})", roles.join(", ")))
 }
 
 /// What [`SprintDir::recover`] repaired.
@@ -471,6 +502,7 @@ mod tests {
             outcome: "T1 done".into(),
             role_tasks: vec!["s-it1-builder".into()],
             tokens: [("builder".to_string(), 1200u64)].into_iter().collect(),
+            cost: BTreeMap::new(),
             ended: None,
             monitor: None,
             state_after: state.clone(),

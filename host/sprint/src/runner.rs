@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use agentforge_core::cost::CostTotals;
 use agentforge_engine::executor::{ExecError, Executor, Runtime, StopRequest};
 use agentforge_value_loop::monitor::{IterationObservation, MonitorConfig, ProcessMonitor};
 use agentforge_value_loop::reports::Caller;
@@ -187,6 +188,8 @@ struct JobResult {
     task_id: String,
     steps: u64,
     tokens: u64,
+    /// The role task's recorded cost.
+    cost: CostTotals,
     files_modified: Vec<String>,
 }
 
@@ -314,6 +317,7 @@ impl<'a> SprintRunner<'a> {
                 outcome: describe(&outcome),
                 role_tasks: vec![],
                 tokens: BTreeMap::new(),
+                cost: BTreeMap::new(),
                 ended: None,
                 monitor: None,
                 state_after: state.clone(),
@@ -338,9 +342,11 @@ impl<'a> SprintRunner<'a> {
         end: Option<&SprintOutcome>,
     ) -> Result<(), RunnerError> {
         let mut tokens: BTreeMap<String, u64> = BTreeMap::new();
+        let mut cost: BTreeMap<String, CostTotals> = BTreeMap::new();
         for j in jobs {
             let role = j.task_id.rsplit('-').next().unwrap_or_default().to_string();
-            *tokens.entry(role).or_default() += j.tokens;
+            *tokens.entry(role.clone()).or_default() += j.tokens;
+            cost.entry(role).or_default().merge(&j.cost);
         }
         self.dir.append(&Event {
             seq,
@@ -348,6 +354,7 @@ impl<'a> SprintRunner<'a> {
             outcome,
             role_tasks: jobs.iter().map(|j| j.task_id.clone()).collect(),
             tokens,
+            cost,
             ended: end.cloned(),
             monitor,
             state_after: state.clone(),
@@ -494,6 +501,7 @@ impl<'a> SprintRunner<'a> {
             task_id: spec.id,
             steps: final_state.step,
             tokens,
+            cost: final_state.cost.unwrap_or_default(),
             files_modified: final_state.files_modified,
         })
     }
@@ -1544,9 +1552,11 @@ pub fn write_views(
         ("VALUE_CHECKLIST.md", render::value_checklist(state)),
     ];
     if let Some(o) = outcome {
+        // The cost beside the tokens, from the role tasks' costs the events recorded.
+        let cost = crate::cost_summary(&crate::cost_per_role(&dir.read_events()?));
         files.push((
             "DELIVERY_REPORT.md",
-            render::delivery_report(state, &o.for_report()),
+            render::delivery_report_with_cost(state, &o.for_report(), cost.as_deref()),
         ));
     }
     for (name, text) in files {

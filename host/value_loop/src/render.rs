@@ -164,6 +164,13 @@ pub enum Outcome {
 
 /// DELIVERY_REPORT.md: what was delivered, measured, and what was not.
 pub fn delivery_report(s: &SprintState, outcome: &Outcome) -> String {
+    delivery_report_with_cost(s, outcome, None)
+}
+
+/// [`delivery_report`] with a `- Cost:` line beside the tokens: `cost` is the sprint's
+/// cost as the host shows it (money is the host's, not the sprint state's: it is summed
+/// from the role tasks' records).
+pub fn delivery_report_with_cost(s: &SprintState, outcome: &Outcome, cost: Option<&str>) -> String {
     let m = ValueMeasure::of(s);
     let mut out = format!("# Delivery report: {}\n\n## Summary\n\n", s.sprint);
     let verdict = match outcome {
@@ -199,6 +206,9 @@ pub fn delivery_report(s: &SprintState, outcome: &Outcome) -> String {
     ];
     for l in lines {
         let _ = writeln!(out, "{l}");
+    }
+    if let Some(c) = cost {
+        let _ = writeln!(out, "- Cost: {c}");
     }
     let _ = writeln!(out, "\n## Deliverables\n");
     for t in &s.tasks {

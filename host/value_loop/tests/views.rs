@@ -2,7 +2,7 @@
 
 use agentforge_value_loop::decide::StopReason;
 use agentforge_value_loop::render::{
-    delivery_report, implementation_plan, value_checklist, Outcome,
+    delivery_report, delivery_report_with_cost, implementation_plan, value_checklist, Outcome,
 };
 use agentforge_value_loop::state::{
     Block, Gap, Recommendation, SprintState, SprintTask, TaskSource, TaskStatus, Verification,
@@ -114,5 +114,14 @@ fn delivery_report_names_the_services_and_their_health_at_the_end() {
     insta::assert_snapshot!(delivery_report(
         &s,
         &Outcome::Stopped(StopReason::CourseCorrectionsSpent { max: 5 })
+    ));
+}
+
+#[test]
+fn delivery_report_shows_the_cost_beside_the_tokens() {
+    insta::assert_snapshot!(delivery_report_with_cost(
+        &sprint(),
+        &Outcome::Delivered,
+        Some("$0.4212 (builder $0.30, planner $0.1212)")
     ));
 }
