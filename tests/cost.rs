@@ -48,6 +48,14 @@ fn state(dir: &Path, id: &str) -> serde_yaml_ng::Value {
     serde_yaml_ng::from_str(&text).unwrap()
 }
 
+/// Micro-dollars as the host shows them: every significant digit, at least cents.
+fn dollars(micros: u64) -> String {
+    let frac = format!("{:06}", micros % 1_000_000);
+    let digits = frac.trim_end_matches('0');
+    let digits = if digits.len() < 2 { &frac[..2] } else { digits };
+    format!("${}.{digits}", micros / 1_000_000)
+}
+
 fn fix_edit() -> Scripted {
     Scripted::tool_call(
         "edit_file",
@@ -135,8 +143,7 @@ fn priced_run(protocol: Protocol, provider: &str, model: &str, prices: [u64; 3])
         recs[2]["state_after"]["cost"]["usd_micros"].as_u64(),
         Some(total)
     );
-    let shown = format!("${}.{:06}", total / 1_000_000, total % 1_000_000);
-    let shown = shown.trim_end_matches('0');
+    let shown = dollars(total);
     assert!(
         stdout(&out).contains(&format!("cost: {shown} (")),
         "{}",
@@ -150,14 +157,11 @@ fn priced_run(protocol: Protocol, provider: &str, model: &str, prices: [u64; 3])
     assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
     let text = stdout(&show);
     assert!(text.contains("# cost\n"), "{text}");
-    assert!(text.contains(shown), "{text}");
+    assert!(text.contains(&shown), "{text}");
     assert!(text.contains("shipped default of 2026-11-26"), "{text}");
     for c in prices {
-        let step = format!("${}.{:06}", c / 1_000_000, c % 1_000_000);
-        assert!(
-            text.contains(step.trim_end_matches('0')),
-            "{step} in {text}"
-        );
+        let step = dollars(c);
+        assert!(text.contains(&step), "{step} in {text}");
     }
     let show = cmd(dir, &server, &["--json", "task", "show", "notes"])
         .output()
