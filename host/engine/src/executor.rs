@@ -1375,6 +1375,8 @@ impl<'r> Executor<'r> {
         if state.status == TaskStatus::BudgetExhausted && state.step < max_steps {
             state.status = TaskStatus::Running;
             state.status_reason = None;
+            // Running again: a cost cap still reached stops it before the next call.
+            state.stopped_at_cost_cap = None;
         }
         self.dir.save_state(&state)?;
         Ok(state)

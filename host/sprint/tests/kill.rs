@@ -38,6 +38,7 @@ fn child_records_events() {
             outcome: format!("iteration {}", state.iteration),
             role_tasks: vec![],
             tokens: Default::default(),
+            cost: Default::default(),
             ended: None,
             monitor: None,
             state_after: state.clone(),
