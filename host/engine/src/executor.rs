@@ -499,7 +499,7 @@ impl Runtime {
             let model = &self.config.provider.model;
             return Err(ExecError::Config(format!(
                 "max_cost_usd is {cap} but model `{model}` has no price, so what its calls cost is unknown; \
-                 add its price to agentforge.toml (US dollars per million tokens; 0 for a free local model):\n\
+                 add its price to agentforge.toml (US dollars per million tokens, the values here are examples; 0 for a free local model):\n\
                  [pricing.\"{model}\"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n\
                  or run without --max-cost-usd and [limits] max_cost_usd"
             )));
