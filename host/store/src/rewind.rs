@@ -139,7 +139,28 @@ impl TaskDir {
             atomic_rewrite(&log, kept.as_bytes()).map_err(io_err("cannot rewrite", &log))?;
             agentforge_core::fault::point("rewind_log", marker.to_step);
         }
-        let state = match last_kept {
+        // Money spent stays spent: the undone steps' costs stay in the task's totals (a
+        // cost cap would otherwise let an undone task spend past it). On a second pass
+        // the log holds none of them; the archive does.
+        let undone_lines = if archived > 0 {
+            later.clone()
+        } else {
+            fs::read_to_string(&archive).unwrap_or_default()
+        };
+        let mut undone_costs = Vec::new();
+        for line in undone_lines.lines().filter(|l| !l.trim().is_empty()) {
+            #[derive(Deserialize)]
+            struct Cost {
+                #[serde(default)]
+                cost_usd_micros: Option<agentforge_core::cost::MicroUsd>,
+            }
+            let c: Cost = serde_json::from_str(line).map_err(|e| StoreError::Corrupt {
+                path: archive.display().to_string(),
+                message: format!("an undone record does not parse: {e}"),
+            })?;
+            undone_costs.push(c.cost_usd_micros);
+        }
+        let mut state = match last_kept {
             Some(line) => {
                 let r: ActionRecord =
                     serde_json::from_str(line).map_err(|e| StoreError::Corrupt {
@@ -156,6 +177,12 @@ impl TaskDir {
                 ),
             })?,
         };
+        if !undone_costs.is_empty() {
+            let totals = state.cost.get_or_insert_with(Default::default);
+            for c in undone_costs {
+                totals.add(c);
+            }
+        }
         self.save_state(&state)?;
         // What was loaded after the kept step may describe files as the undone steps left
         // them: the memory starts empty, stamped with the step it is now after.
@@ -271,6 +298,31 @@ mod tests {
     }
 
     #[test]
+    fn the_undone_steps_costs_stay_in_the_task_totals() {
+        let tmp = tempfile::tempdir().unwrap();
+        let initial = TaskState::initial(&spec(), "analyze", 10);
+        let dir = TaskStore::new(tmp.path())
+            .create(&spec(), &initial)
+            .unwrap();
+        let mut spent = agentforge_core::cost::CostTotals::default();
+        for s in 1..=3u64 {
+            let mut r = record(s, &initial);
+            let cost = (s != 2).then_some(agentforge_core::cost::MicroUsd(1_000 * s));
+            r.cost_usd_micros = cost;
+            spent.add(cost);
+            r.state_after.cost = Some(spent);
+            dir.append_action(&r).unwrap();
+            dir.save_state(&r.state_after).unwrap();
+        }
+        dir.wait_flushed().unwrap();
+        dir.rewind(1, Some(&initial)).unwrap();
+        let cost = dir.load_state().unwrap().cost.unwrap();
+        // Step 1's 1,000 kept, step 3's 3,000 still spent, step 2's unknown.
+        assert_eq!(cost.usd_micros, agentforge_core::cost::MicroUsd(4_000));
+        assert_eq!(cost.unpriced_steps, 1);
+    }
+
+    #[test]
     fn a_rewind_to_step_zero_puts_back_the_task_as_created() {
         let (_tmp, dir, initial) = task_with_steps(3);
         assert!(dir.rewind(0, None).is_err(), "no initial state");
@@ -278,8 +330,13 @@ mod tests {
         let done = dir.rewind(0, Some(&initial)).unwrap();
         assert_eq!((done.to_step, done.archived), (0, 3));
         assert!(dir.read_actions().unwrap().is_empty());
-        assert_eq!(dir.load_state().unwrap(), initial);
-        let (state, _) = dir.recover().unwrap();
+        // The task as created, but for what its undone steps cost (unknown here: the
+        // records carry no price).
+        let mut state = dir.load_state().unwrap();
+        assert_eq!(state.cost.take().unwrap().unpriced_steps, 3);
+        assert_eq!(state, initial);
+        let (mut state, _) = dir.recover().unwrap();
+        state.cost = None;
         assert_eq!(state, initial);
     }
 
