@@ -939,6 +939,7 @@ fn built_in_kinds_load_when_a_step_first_needs_them() {
             cached_input_tokens: 0,
         },
         model: "test".into(),
+        exchange: None,
     };
     let spec = TaskSpec::parse(
         "id: lazy\ntask_type: fix_violation\ngoal: keep it compiling\ninputs:\n  violation:\n    file_path: src/lib.rs\n    message: test\nchecks:\n  - name: tests\n    command: grep -q 'pub fn' src/lib.rs\n    kind: test\n",

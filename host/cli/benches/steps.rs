@@ -91,6 +91,7 @@ fn response(name: String, arguments: serde_json::Value) -> ModelResponse {
             cached_input_tokens: 0,
         },
         model: "bench".into(),
+        exchange: None,
     }
 }
 
@@ -160,6 +161,7 @@ fn fake_history(rt: &Runtime, spec: &TaskSpec, n: u64) -> agentforge::state_stor
             output_len: None,
             loop_detection: None,
             file_hashes: Default::default(),
+            trajectory: None,
             state_after: state.clone(),
         };
         dir.append_action(&rec).unwrap();

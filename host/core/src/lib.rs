@@ -28,4 +28,5 @@ pub mod state;
 pub mod task;
 pub mod text;
 pub mod text_mode;
+pub mod trajectory;
 pub mod working_memory;

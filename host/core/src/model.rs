@@ -160,7 +160,55 @@ pub struct ModelResponse {
     pub usage: Usage,
     /// The model that answered (as reported by the API, else the requested one).
     pub model: String,
+    /// The exchange on the wire that gave this answer (the request as sent, the reply as
+    /// received), for the step's trajectory; `None` where a caller made the response up.
+    pub exchange: Option<WireExchange>,
 }
+
+/// One model call as it went over the wire: what a step's trajectory keeps.
+///
+/// Only the attempt whose reply was used is kept; failed attempts are counted.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WireExchange {
+    /// The request as sent.
+    pub request: WireRequest,
+    /// The reply as received.
+    pub reply: WireReply,
+    /// Attempts made (1 when the first one answered).
+    pub attempts: u32,
+}
+
+/// A request as sent: method, URL, headers (key headers always `***`) and the body's
+/// exact bytes (JSON text).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WireRequest {
+    /// `POST` for the HTTP providers, `REPLAY` for a recording.
+    pub method: String,
+    /// The endpoint, or `replay:<file>#<line>` for a recording.
+    pub url: String,
+    /// Headers sent, lowercase names; the key's header is `***`.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The body, byte for byte (for a recording: the provider-neutral request as JSON).
+    pub body: String,
+}
+
+/// A reply as received.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WireReply {
+    /// HTTP status (200 for a recording's line).
+    pub status: u16,
+    /// The body as received (for a recording: its line).
+    pub body: String,
+}
+
+/// Header names whose value is a credential: recorded as `***` whatever they hold.
+pub const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "proxy-authorization",
+];
 
 /// Which provider to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -361,6 +361,10 @@ pub struct ActionRecord<S = TaskState> {
     /// so only an oscillation spanning the upgrade goes unseen.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub file_hashes: BTreeMap<String, String>,
+    /// The step's trajectory (the request sent and the reply received), written before
+    /// this line; absent in logs written before trajectories were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<crate::trajectory::TrajectoryRef>,
     /// The state after this step: what `state.yaml` is rebuilt from after a crash.
     pub state_after: S,
 }

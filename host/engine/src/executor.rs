@@ -34,6 +34,7 @@ use agentforge_core::state::{
 };
 use agentforge_core::task::{CheckKind, CheckSpec, TaskSpec};
 use agentforge_core::text::cut;
+use agentforge_core::trajectory::{Answer, Trajectory, TRAJECTORY_VERSION};
 use agentforge_core::working_memory::{ItemKind, MemoryItem, WorkingMemory};
 use agentforge_loops::{LoopDetector, LoopType, StepView};
 use agentforge_providers::{Provider, ProviderError};
@@ -315,6 +316,9 @@ pub struct Runtime {
     pub max_cost: Option<MicroUsd>,
     /// The price of the configured model, looked up once (`None` inside: unpriced).
     step_price: std::sync::OnceLock<Option<ModelPrice>>,
+    /// `run --record FILE`: each recorded step's answer is appended to a session the
+    /// replay provider plays back.
+    pub record_session: Option<crate::session::SessionRecorder>,
     /// The load errors of plugins loaded on first use, for [`Runtime::load_deferred_plugins`].
     late_warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -477,6 +481,7 @@ impl Runtime {
             max_steps: None,
             max_cost: None,
             step_price: Default::default(),
+            record_session: None,
             late_warnings: Default::default(),
         }
     }
@@ -1592,9 +1597,19 @@ impl<'r> Executor<'r> {
             output_len: acted.executed.output.map(|o| o.1),
             loop_detection: decided.detection,
             file_hashes: acted.executed.file_hashes,
+            trajectory: None,
             state_after: state,
         };
-        let record = self.record(record, memory)?;
+        let trajectory = Trajectory {
+            version: TRAJECTORY_VERSION,
+            step,
+            provider: self.rt.provider.name().to_string(),
+            model: response.model,
+            exchange: response.exchange,
+            answer: Answer::from(&response.reply),
+            usage: record.usage.clone(),
+        };
+        let record = self.record(record, trajectory, memory)?;
         Ok(StepReport { record })
     }
 
@@ -1927,16 +1942,24 @@ impl<'r> Executor<'r> {
     fn record(
         &self,
         mut record: ActionRecord,
+        mut trajectory: Trajectory,
         mut memory: WorkingMemory,
     ) -> Result<ActionRecord, ExecError> {
         let step = record.step;
         // Nothing stored carries a key value the host holds (a read of a `.env`, an
-        // error quoting a check's output...): memory and the log line (and the state it
-        // carries) are masked.
+        // error quoting a check's output...): memory, the trajectory and the log line
+        // (and the state it carries) are masked.
         let secrets = agentforge_store::secrets::secrets();
         secrets.mask_serde(&mut memory);
+        secrets.mask_serde(&mut trajectory);
         secrets.mask_serde(&mut record);
         agentforge_core::fault::point("after_action", step);
+        // The trajectory is in place (renamed, whole) before the line that points to it,
+        // and is named by its step: a kill between the two leaves a file the rerun of
+        // the step replaces (recovery deletes it first). Flushed with the line.
+        let written = self.dir.write_trajectory(&trajectory)?;
+        record.trajectory = Some(written.reference);
+        agentforge_core::fault::point("after_trajectory", step);
         // One fsync per step: the log line. The working memory goes first, replaced
         // atomically but not flushed, stamped with its step: a kill leaves it complete
         // (the step reruns and its item is simply replaced, same key); a power loss that
@@ -1946,8 +1969,11 @@ impl<'r> Executor<'r> {
         memory.step = step;
         self.dir.save_working_memory_before_log(&memory)?;
         agentforge_core::fault::point("after_memory", step);
-        self.dir.append_action(&record)?;
+        self.dir.append_action_after(&record, written.to_flush)?;
         agentforge_core::fault::point("after_log", step);
+        if let Some(recorder) = &self.rt.record_session {
+            recorder.append(&trajectory)?;
+        }
         self.dir.save_state_after_log(&record.state_after)?;
         agentforge_core::fault::point("after_state", step);
         Ok(record)

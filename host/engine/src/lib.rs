@@ -7,4 +7,5 @@ pub mod deferred;
 pub mod executor;
 pub mod git;
 pub mod mcp;
+pub mod session;
 pub mod task_git;

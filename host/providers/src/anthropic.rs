@@ -172,6 +172,7 @@ impl AnthropicProvider {
                 .and_then(Value::as_str)
                 .unwrap_or(&req.model)
                 .to_string(),
+            exchange: None,
         })
     }
 
@@ -187,8 +188,11 @@ impl AnthropicProvider {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let url = format!("{}/v1/messages", self.base_url);
         let body = Self::request_body(req);
-        self.http
+        let (mut response, exchange) = self
+            .http
             .post_json(&url, headers, &body, |b| Self::parse_response(req, b))
-            .await
+            .await?;
+        response.exchange = Some(exchange);
+        Ok(response)
     }
 }

@@ -10,6 +10,10 @@ use rand::Rng;
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::StatusCode;
 
+use std::collections::BTreeMap;
+
+use agentforge_core::model::{WireExchange, WireReply, WireRequest, SECRET_HEADERS};
+
 use super::ProviderError;
 
 /// Why a 2xx JSON body is not a valid response of its wire format: what it lacks
@@ -240,6 +244,23 @@ impl HttpClient {
         Ok(Some(v))
     }
 
+    /// The headers as a trajectory keeps them: lowercase names, the values of
+    /// [`SECRET_HEADERS`] as `***` and the key redacted from every other value.
+    fn recorded_headers(&self, headers: &HeaderMap) -> BTreeMap<String, String> {
+        headers
+            .iter()
+            .map(|(name, value)| {
+                let name = name.as_str().to_ascii_lowercase();
+                let value = if SECRET_HEADERS.contains(&name.as_str()) || value.is_sensitive() {
+                    "***".to_string()
+                } else {
+                    self.redact(&String::from_utf8_lossy(value.as_bytes()))
+                };
+                (name, value)
+            })
+            .collect()
+    }
+
     /// Replace the key (if any) by `***`.
     pub(crate) fn redact(&self, text: &str) -> String {
         match &self.secret {
@@ -250,21 +271,37 @@ impl HttpClient {
 
     /// POST `body` as JSON to `url` with retries; `parse` turns a 2xx JSON
     /// body into the result or says why the body is not a valid response
-    /// (which is retried like garbage).
+    /// (which is retried like garbage). Returns the result with the exchange
+    /// that gave it (the request as sent, key headers `***`, and the raw reply).
     pub(crate) async fn post_json<T>(
         &self,
         url: &str,
         headers: HeaderMap,
         body: &serde_json::Value,
         parse: impl Fn(&serde_json::Value) -> Result<T, MissingField>,
-    ) -> Result<T, ProviderError> {
+    ) -> Result<(T, WireExchange), ProviderError> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| ProviderError::Config(format!("cannot serialize request: {e}")))?;
         let attempts = self.retry.max_attempts();
         let mut last = Failure::Transport("no attempt made".to_string());
         for attempt in 1..=attempts {
             let failure = match self.attempt(url, &headers, &bytes, &parse).await {
-                Ok(v) => return Ok(v),
+                Ok((v, status, reply)) => {
+                    let exchange = WireExchange {
+                        request: WireRequest {
+                            method: "POST".to_string(),
+                            url: url.to_string(),
+                            headers: self.recorded_headers(&headers),
+                            body: self.redact(&String::from_utf8_lossy(&bytes)),
+                        },
+                        reply: WireReply {
+                            status,
+                            body: self.redact(&String::from_utf8_lossy(&reply)),
+                        },
+                        attempts: attempt,
+                    };
+                    return Ok((v, exchange));
+                }
                 Err(Attempt::Fatal(e)) => return Err(e),
                 Err(Attempt::Retry(f)) => f,
             };
@@ -308,7 +345,7 @@ impl HttpClient {
         headers: &HeaderMap,
         bytes: &[u8],
         parse: &impl Fn(&serde_json::Value) -> Result<T, MissingField>,
-    ) -> Result<T, Attempt> {
+    ) -> Result<(T, u16, Vec<u8>), Attempt> {
         let resp = self
             .client
             .post(url)
@@ -332,6 +369,7 @@ impl HttpClient {
                 )))
             })?;
             return parse(&json)
+                .map(|v| (v, status.as_u16(), body.to_vec()))
                 .map_err(|m| Attempt::Retry(Failure::Invalid(self.redact(&m.to_string()))));
         }
         let message = self.redact(&error_message(status, &body));

@@ -40,7 +40,7 @@ pub use agentforge_core::text_mode::{parse_action_block, text_mode_instructions}
 pub use anthropic::AnthropicProvider;
 pub use http::{MissingField, RetryNotice, RetryObserver, RetryPolicy};
 pub use openai::OpenAiProvider;
-pub use replay::{record_line, ReplayProvider};
+pub use replay::{neutral_body, record_line, ReplayProvider};
 
 /// Provider errors: only transport, protocol and configuration problems.
 ///

@@ -171,6 +171,7 @@ impl OpenAiProvider {
                 .filter(|m| !m.is_empty())
                 .unwrap_or(&req.model)
                 .to_string(),
+            exchange: None,
         })
     }
 
@@ -184,9 +185,12 @@ impl OpenAiProvider {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let url = format!("{}/chat/completions", self.base_url);
         let body = Self::request_body(req);
-        self.http
+        let (mut response, exchange) = self
+            .http
             .post_json(&url, headers, &body, |b| Self::parse_response(req, b))
-            .await
+            .await?;
+        response.exchange = Some(exchange);
+        Ok(response)
     }
 }
 

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use super::{
     classify_raw_arguments, parse_action_block, ModelReply, ModelRequest, ModelResponse,
-    ProviderError, Usage,
+    ProviderError, Usage, WireExchange, WireReply, WireRequest,
 };
 
 /// Answers from a JSONL recording; see the module docs for the format.
@@ -171,15 +171,51 @@ impl ReplayProvider {
         Ok((reply, usage, line.model))
     }
 
-    /// Answer `req` from line `req.step`.
+    /// Answer `req` from line `req.step`. Nothing goes over a wire: the exchange kept
+    /// for the step's trajectory is the provider-neutral request ([`neutral_body`]) and
+    /// the recorded line, at `replay:<file>#<line>`.
     pub async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let (reply, usage, model) = self.answer(req.step)?;
+        let (line_no, line) = usize::try_from(req.step)
+            .ok()
+            .and_then(|s| s.checked_sub(1))
+            .and_then(|i| self.lines.get(i))
+            .cloned()
+            .unwrap_or_default();
         Ok(ModelResponse {
             reply,
             usage,
             model: model.unwrap_or_else(|| req.model.clone()),
+            exchange: Some(WireExchange {
+                request: WireRequest {
+                    method: "REPLAY".to_string(),
+                    url: format!("replay:{}#{line_no}", self.source),
+                    headers: Default::default(),
+                    body: neutral_body(req).to_string(),
+                },
+                reply: WireReply {
+                    status: 200,
+                    body: line,
+                },
+                attempts: 1,
+            }),
         })
     }
+}
+
+/// The request as a provider-neutral JSON body (what a recording is asked): model,
+/// system, the user message as a model would get it (text mode's instructions
+/// appended), tools, output limit, tool mode and effort.
+pub fn neutral_body(req: &ModelRequest) -> Value {
+    json!({
+        "model": req.model,
+        "max_tokens": req.max_output_tokens,
+        "system": req.system,
+        "user": super::effective_user_message(req),
+        "tools": req.tools,
+        "tool_mode": req.tool_mode,
+        "effort": req.effort,
+    })
 }
 
 /// One JSONL line (without the trailing newline) recording `reply` and

@@ -336,6 +336,7 @@ mod tests {
             output_len: None,
             loop_detection: None,
             file_hashes: Default::default(),
+            trajectory: None,
             state_after: TaskState::initial(&spec, "review", 10),
         }
     }

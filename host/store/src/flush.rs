@@ -22,8 +22,11 @@ pub struct FlushError {
     pub source: io::Error,
 }
 
+/// One flush: the log, and the files written for its line (synced first).
+type Job = (PathBuf, File, Vec<File>);
+
 struct Flusher {
-    jobs: Mutex<Sender<(PathBuf, File)>>,
+    jobs: Mutex<Sender<Job>>,
     progress: Mutex<Progress>,
     done: Condvar,
 }
@@ -39,12 +42,12 @@ struct Progress {
 fn flusher() -> &'static Flusher {
     static FLUSHER: OnceLock<Flusher> = OnceLock::new();
     FLUSHER.get_or_init(|| {
-        let (tx, rx) = channel::<(PathBuf, File)>();
+        let (tx, rx) = channel::<Job>();
         let spawned = std::thread::Builder::new()
             .name("agentforge-log-flush".into())
             .spawn(move || {
-                for (path, file) in rx {
-                    let result = file.sync_all();
+                for (path, file, first) in rx {
+                    let result = sync_all(&first).and_then(|()| file.sync_all());
                     let f = flusher();
                     let mut p = f.progress.lock().unwrap_or_else(|e| e.into_inner());
                     p.flushed += 1;
@@ -90,6 +93,16 @@ pub fn wait_flushed(path: &Path) -> Result<(), FlushError> {
 /// the module). On failure, says what it was doing ("cannot fsync" for an earlier line's
 /// flush) with the error.
 pub fn append_line(path: &Path, line: &[u8]) -> Result<(), (&'static str, io::Error)> {
+    append_line_after(path, line, Vec::new())
+}
+
+/// [`append_line`], with files the line refers to (written before it, such as a step's
+/// trajectory and its folder) flushed by the same background job, before the log.
+pub fn append_line_after(
+    path: &Path,
+    line: &[u8],
+    first: Vec<File>,
+) -> Result<(), (&'static str, io::Error)> {
     wait_flushed(path).map_err(|e| ("cannot fsync", e.source))?;
     let mut file = OpenOptions::new()
         .create(true)
@@ -102,19 +115,24 @@ pub fn append_line(path: &Path, line: &[u8]) -> Result<(), (&'static str, io::Er
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .submitted += 1;
-    let sent = f
-        .jobs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send((path.to_path_buf(), file));
-    if let Err(std::sync::mpsc::SendError((_, file))) = sent {
+    let sent =
+        f.jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send((path.to_path_buf(), file, first));
+    if let Err(std::sync::mpsc::SendError((_, file, first))) = sent {
         // No flush thread: flush here, and count it done.
-        let result = file.sync_all();
+        let result = sync_all(&first).and_then(|()| file.sync_all());
         let mut p = f.progress.lock().unwrap_or_else(|e| e.into_inner());
         p.flushed += 1;
         result.map_err(|e| ("cannot fsync", e))?;
     }
     Ok(())
+}
+
+/// Flushes each file (a folder's handle flushes its entries).
+fn sync_all(files: &[File]) -> io::Result<()> {
+    files.iter().try_for_each(File::sync_all)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! actions.jsonl        append-only audit log, one line per executed step (flushed)
 //! working_memory.yaml  the loaded context, stamped with its step (atomic rewrite)
 //! provider.yaml        the provider and model the task last ran with (never a key)
+//! trajectories/        each step's request and reply, compressed (see [`crate::trajectory`])
 //! artifacts/{inputs,outputs,snapshots}/
 //! ```
 //!
@@ -436,6 +437,9 @@ pub struct Recovery {
     pub state_rebuilt_from_step: Option<u64>,
     /// The working memory lagged the log (a power cut) and was cleared.
     pub working_memory_cleared: bool,
+    /// Trajectories of steps that were never recorded (a kill between the trajectory
+    /// and the log line), removed.
+    pub trajectories_removed: Vec<u64>,
 }
 
 impl Recovery {
@@ -444,6 +448,7 @@ impl Recovery {
         self.torn_line_saved_to.is_some()
             || self.state_rebuilt_from_step.is_some()
             || self.working_memory_cleared
+            || !self.trajectories_removed.is_empty()
     }
 }
 
@@ -670,6 +675,16 @@ impl TaskDir {
     /// Appends one record to the log, flushed to the disk in the background
     /// ([`crate::flush`]). The step is done once this returns: a kill loses nothing.
     pub fn append_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
+        self.append_action_after(record, Vec::new())
+    }
+
+    /// [`TaskDir::append_action`] for a record whose files were written just before it
+    /// (its trajectory): the background flush syncs them before the log.
+    pub fn append_action_after(
+        &self,
+        record: &ActionRecord,
+        written: Vec<File>,
+    ) -> Result<(), StoreError> {
         let p = self.log_path();
         let mut line = serde_json::to_string(record).map_err(|e| StoreError::Corrupt {
             path: p.display().to_string(),
@@ -684,7 +699,8 @@ impl TaskDir {
             }
             agentforge_core::fault::point("torn_log", record.step);
         }
-        crate::flush::append_line(&p, line.as_bytes()).map_err(|(op, e)| io_err(op, &p)(e))
+        crate::flush::append_line_after(&p, line.as_bytes(), written)
+            .map_err(|(op, e)| io_err(op, &p)(e))
     }
 
     /// Waits until the log's lines are on the disk ([`crate::flush`]): the barrier the
@@ -827,7 +843,7 @@ impl TaskDir {
             }
             (Err(e), None) => return Err(e),
         };
-        if let Some(last) = last {
+        if let Some(last) = &last {
             if last.step > state.step {
                 state = last.state_after.clone();
                 self.save_state(&state)?;
@@ -860,7 +876,8 @@ impl TaskDir {
                     ),
                 });
             }
-        } else if state.step > 0 {
+        }
+        if last.is_none() && state.step > 0 {
             return Err(StoreError::Corrupt {
                 path: self.dir.join("state.yaml").display().to_string(),
                 message: format!(
@@ -870,7 +887,26 @@ impl TaskDir {
                 ),
             });
         }
+        // A trajectory after the last recorded step belongs to a step that runs again.
+        recovery.trajectories_removed = crate::trajectory::remove_after(&self.dir, state.step)?;
         Ok((state, recovery))
+    }
+
+    /// Writes step `t.step`'s trajectory (see [`crate::trajectory`]): in place before
+    /// the step's log line, flushed with it ([`TaskDir::append_action_after`]).
+    pub fn write_trajectory(
+        &self,
+        t: &agentforge_core::trajectory::Trajectory,
+    ) -> Result<crate::trajectory::Written, StoreError> {
+        crate::trajectory::write(&self.dir, t)
+    }
+
+    /// Reads the trajectory a log record points to, checked against its hash.
+    pub fn read_trajectory(
+        &self,
+        r: &agentforge_core::trajectory::TrajectoryRef,
+    ) -> Result<agentforge_core::trajectory::Trajectory, StoreError> {
+        crate::trajectory::read(&self.dir, r)
     }
 
     /// Writes a full tool output for `step` and returns its path relative to the task folder.
@@ -1008,6 +1044,7 @@ mod tests {
             output_len: None,
             loop_detection: None,
             file_hashes: BTreeMap::new(),
+            trajectory: None,
             state_after: after,
         }
     }

@@ -22,7 +22,7 @@ use std::path::Path;
 
 use agentforge_core::actions::Action;
 pub use read::{read_regular_file, BoundedRead, ReadError};
-pub use snapshot::restore_snapshot;
+pub use snapshot::{restore_snapshot, snapshot_contents, BeforeChange};
 pub use workspace::{compile_protected, ProtectedGlobError, Workspace};
 
 use agentforge_core::model::ToolSpec;

@@ -126,6 +126,48 @@ pub(crate) fn snapshot_files(
     atomic_write(&path, text.as_bytes(), None).map_err(io_error("write snapshot manifest", &path))
 }
 
+/// A file as a snapshot recorded it, before its step changed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeforeChange {
+    /// The file did not exist (the step created it).
+    Absent,
+    /// Its content.
+    Content(Vec<u8>),
+}
+
+/// The files a snapshot folder records, in snapshot order, each as it was before the
+/// step (`agentforge report` diffs the task's changes from the earliest of them). A
+/// folder without a manifest records none.
+pub fn snapshot_contents(snapshot_dir: &Path) -> Result<Vec<(String, BeforeChange)>, ToolError> {
+    let Some(manifest) = read_manifest(snapshot_dir)? else {
+        return Ok(Vec::new());
+    };
+    manifest
+        .files
+        .iter()
+        .map(|f| {
+            let before = match (&f.backup, f.existed) {
+                (Some(backup), true) => {
+                    // The name comes from the manifest: only a plain file name is read.
+                    if backup.contains(['/', '\\']) || backup.starts_with('.') {
+                        return Err(ToolError::Snapshot {
+                            path: snapshot_dir.join(MANIFEST).display().to_string(),
+                            message: format!("backup name `{backup}` is not a file name"),
+                        });
+                    }
+                    let p = snapshot_dir.join(backup);
+                    let data = read_regular_file(&p, MAX_SNAPSHOT_BYTES)
+                        .and_then(|r| r.complete())
+                        .map_err(|e| ToolError::Read(e.shown_as(&f.path)))?;
+                    BeforeChange::Content(data)
+                }
+                _ => BeforeChange::Absent,
+            };
+            Ok((f.path.clone(), before))
+        })
+        .collect()
+}
+
 /// Restores every file recorded in a snapshot folder (written by
 /// [`execute_file_action`](super::execute_file_action)) and returns their
 /// workspace-relative paths.
