@@ -1,7 +1,7 @@
 //! The `agentforge` command's library face: the host's crates under the module names the
 //! binary, the end-to-end tests (`tests/`) and the benches use. Each module is one of the
-//! crates below (see `ARCHITECTURE.md`); nothing is defined here but [`scaffold`] and
-//! [`prompt_task`].
+//! crates below (see `ARCHITECTURE.md`); nothing is defined here but [`scaffold`],
+//! [`prompt_task`] and [`report`] (`agentforge show` and `agentforge report`).
 
 pub use agentforge_context as context;
 pub use agentforge_context::{prompts, schemas};
@@ -9,7 +9,7 @@ pub use agentforge_core::{
     actions, budget, command, cost, extract, fault, focus, gates, guards, hash, model, phases,
     sanitize, task, text, working_memory,
 };
-pub use agentforge_engine::{config, executor, mcp, task_git};
+pub use agentforge_engine::{config, executor, mcp, session, task_git};
 pub use agentforge_loops as loops;
 pub use agentforge_plugin_host as plugins;
 pub use agentforge_providers as providers;
@@ -32,4 +32,5 @@ pub mod tools {
 }
 
 pub mod prompt_task;
+pub mod report;
 pub mod scaffold;

@@ -20,6 +20,7 @@ use agentforge::task_git::{Started, TaskGitError, TaskRepo};
 use agentforge::tools::Workspace;
 
 mod sprint;
+mod trajectories;
 
 /// Exit code for usage and configuration errors (EX_USAGE).
 const EXIT_USAGE: u8 = agentforge::executor::exit::USAGE;
@@ -88,6 +89,10 @@ struct RunFlags {
     /// Git: no branch and no commits for this task (as `[git] enabled = false`).
     #[arg(long)]
     no_git: bool,
+    /// Write the run as a session the replay provider plays back (`--replay FILE`): one
+    /// line per step, the steps already recorded included.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
 }
 
 /// `run -p` / `--goal-file`: a task derived from a sentence (docs/prompt-runs.md).
@@ -198,6 +203,22 @@ enum Command {
     Context {
         /// Task id.
         task_id: String,
+    },
+    /// Print what the model saw (system, user, tool names) and answered at a step of a task.
+    Show {
+        /// Task id.
+        task_id: String,
+        /// The step (default: the last recorded step).
+        #[arg(long)]
+        step: Option<u64>,
+    },
+    /// Write one self-contained HTML page of a task's run (timeline, tokens, loops, facts, checks, diff).
+    Report {
+        /// Task id.
+        task_id: String,
+        /// The HTML file to write.
+        #[arg(long, value_name = "OUT")]
+        html: PathBuf,
     },
     /// Post-mortems of recorded runs.
     #[command(subcommand)]
@@ -578,6 +599,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Inspect(InspectCommand::Loops { source, format }) => {
             inspect_loops(g, source, format)
         }
+        Command::Show { task_id, step } => trajectories::show(g, task_id, *step),
+        Command::Report { task_id, html } => trajectories::report(g, task_id, html),
         Command::Context { task_id } => {
             // The counts it makes serve the next run or resume of the task too.
             start_token_counting();
@@ -931,6 +954,10 @@ fn runtime_with(
     };
     // A cap on a model with no price is refused before any task is made or resumed.
     rt.cost_cap().map_err(|e| usage(anyhow!(e)))?;
+    rt.record_session = flags
+        .record
+        .as_deref()
+        .map(agentforge::session::SessionRecorder::new);
     load_plugins(&mut rt, flags.strict)?;
     Ok(rt)
 }
@@ -1106,6 +1133,9 @@ fn report_recovery(r: &agentforge::state_store::Recovery) {
     if let Some(s) = r.state_rebuilt_from_step {
         eprintln!("recovered: state.yaml lagged the log; rebuilt from the record of step {s}");
     }
+    for step in &r.trajectories_removed {
+        eprintln!("recovered: removed the trajectory of step {step}, which was never recorded (it runs again)");
+    }
     if r.working_memory_cleared {
         eprintln!(
             "recovered: working_memory.yaml lagged the log (a power cut); cleared, so the model reads again what it needs"
@@ -1234,6 +1264,9 @@ async fn drive(
                 Ok(())
             }));
         }
+    }
+    if let Some(recorder) = &rt.record_session {
+        trajectories::begin_recording(recorder, exec.dir())?;
     }
     if rt.progress && state.status == TaskStatus::Running {
         eprintln!(

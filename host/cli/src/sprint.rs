@@ -203,6 +203,12 @@ async fn drive(
     flags: &RunFlags,
     confirm_pause: bool,
 ) -> Result<u8, Failure> {
+    if let Some(file) = &flags.record {
+        return Err(usage(anyhow!(
+            "--record {}: it records one task's run; a sprint's role tasks keep their trajectories in their task folders (`agentforge show <task>`)",
+            file.display()
+        )));
+    }
     if flags.max_cost_usd.is_some() {
         // A cap per role task would not bound the sprint; a sprint-wide one is not built.
         return Err(usage(anyhow!(
