@@ -1,7 +1,8 @@
 //! Crash safety: kill the `agentforge` process at every point of every step of a run,
 //! resume it, and check that no recorded step is lost or executed twice, that a torn log
-//! line is detected, saved and cut, and that the workspace ends exactly as in an
-//! uninterrupted run.
+//! line is detected, saved and cut, that every step's log record points to its whole
+//! trajectory and no trajectory outlives a step that was not recorded, and that the
+//! workspace ends exactly as in an uninterrupted run.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -30,6 +31,7 @@ const POINTS: &[&str] = &[
     "before_model",
     "after_model",
     "after_action",
+    "after_trajectory",
     "after_memory",
     "torn_log",
     "after_log",
@@ -171,7 +173,61 @@ fn kill_at_every_point_then_resume_keeps_the_invariants() {
                     "{fault}: lagging state reported: {stderr}"
                 );
             }
+            if *point == "after_trajectory" {
+                assert!(
+                    stderr.contains(&format!("removed the trajectory of step {step}")),
+                    "{fault}: orphan trajectory reported: {stderr}"
+                );
+            }
+            assert_trajectories(dir, &fault);
         }
+    }
+}
+
+/// One trajectory per recorded step, no other, each the one its record points to (the
+/// binary's `show` checks the hash and decodes it) and answering that step.
+fn assert_trajectories(dir: &Path, fault: &str) {
+    let mut files: Vec<String> =
+        std::fs::read_dir(dir.join(".agentforge/tasks/crash-task/trajectories"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "step-0001.json.gz",
+            "step-0002.json.gz",
+            "step-0003.json.gz",
+            "step-0004.json.gz"
+        ],
+        "{fault}: trajectories"
+    );
+    let tools = ["run_tests", "read_file", "edit_file", "complete"];
+    for (i, tool) in tools.iter().enumerate() {
+        let step = (i + 1).to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_agentforge"))
+            .current_dir(dir)
+            .args([
+                "--workspace",
+                ".",
+                "--json",
+                "show",
+                "crash-task",
+                "--step",
+                &step,
+            ])
+            .env_remove("AGENTFORGE_FAULT")
+            .output()
+            .expect("agentforge runs");
+        let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{fault}: show --step {step}: {e}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(shown["step"], i as u64 + 1, "{fault}");
+        assert_eq!(shown["answer"]["name"], *tool, "{fault}: step {step}");
     }
 }
 
