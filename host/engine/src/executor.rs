@@ -1531,6 +1531,25 @@ impl<'r> Executor<'r> {
             ..
         } = prepared;
         let started = Instant::now();
+        // The trajectory is known once the reply is: masked, compressed and written on
+        // the blocking pool while the action runs, joined before the record.
+        let trajectory = Trajectory {
+            version: TRAJECTORY_VERSION,
+            step,
+            provider: self.rt.provider.name().to_string(),
+            model: response.model,
+            exchange: response.exchange,
+            answer: Answer::from(&response.reply),
+            usage: response.usage.clone(),
+        };
+        let writer = self.dir.clone();
+        let writing = tokio::task::spawn_blocking(move || {
+            let mut trajectory = trajectory;
+            // Nothing stored carries a key value the host holds.
+            agentforge_store::secrets::secrets().mask_serde(&mut trajectory);
+            let written = writer.write_trajectory(&trajectory);
+            (trajectory, written)
+        });
         let schema = self.schema(&spec.task_type)?;
         let phase_before = state.phase.clone();
         // The previous step's line reaches the disk (its flush overlapped the model
@@ -1600,16 +1619,12 @@ impl<'r> Executor<'r> {
             trajectory: None,
             state_after: state,
         };
-        let trajectory = Trajectory {
-            version: TRAJECTORY_VERSION,
-            step,
-            provider: self.rt.provider.name().to_string(),
-            model: response.model,
-            exchange: response.exchange,
-            answer: Answer::from(&response.reply),
-            usage: record.usage.clone(),
-        };
-        let record = self.record(record, trajectory, memory)?;
+        let (trajectory, written) = writing.await.map_err(|e| StoreError::Io {
+            op: "cannot write the trajectory of",
+            path: format!("step {step}"),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let record = self.record(record, trajectory, written?, memory)?;
         Ok(StepReport { record })
     }
 
@@ -1942,22 +1957,21 @@ impl<'r> Executor<'r> {
     fn record(
         &self,
         mut record: ActionRecord,
-        mut trajectory: Trajectory,
+        trajectory: Trajectory,
+        written: agentforge_store::trajectory::Written,
         mut memory: WorkingMemory,
     ) -> Result<ActionRecord, ExecError> {
         let step = record.step;
         // Nothing stored carries a key value the host holds (a read of a `.env`, an
-        // error quoting a check's output...): memory, the trajectory and the log line
-        // (and the state it carries) are masked.
+        // error quoting a check's output...): memory and the log line (and the state it
+        // carries) are masked (the trajectory was, as it was written).
         let secrets = agentforge_store::secrets::secrets();
         secrets.mask_serde(&mut memory);
-        secrets.mask_serde(&mut trajectory);
         secrets.mask_serde(&mut record);
         agentforge_core::fault::point("after_action", step);
         // The trajectory is in place (renamed, whole) before the line that points to it,
         // and is named by its step: a kill between the two leaves a file the rerun of
         // the step replaces (recovery deletes it first). Flushed with the line.
-        let written = self.dir.write_trajectory(&trajectory)?;
         record.trajectory = Some(written.reference);
         agentforge_core::fault::point("after_trajectory", step);
         // One fsync per step: the log line. The working memory goes first, replaced
