@@ -211,6 +211,28 @@ fn a_task_works_on_its_branch_and_undo_rewinds_its_files_log_and_state() {
     assert_eq!(st["status"], "running", "{st:#}");
     assert_eq!(archived_steps(ws), [3, 4]);
     assert_eq!(task_commits(ws).len(), 1);
+    // The undone steps' trajectories went with their records; `show` is at step 2.
+    let trajectories = ws.join(".agentforge/tasks").join(TASK).join("trajectories");
+    let names = |d: &Path| {
+        let mut n: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    };
+    let kept = names(&trajectories);
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    assert_eq!(kept[..2], ["step-0001.json.gz", "step-0002.json.gz"]);
+    assert!(kept[2].starts_with("undone-"), "{kept:?}");
+    assert_eq!(
+        names(&trajectories.join(&kept[2])),
+        ["step-0003.json.gz", "step-0004.json.gz"]
+    );
+    let shown = cli(ws, &["--json", "show", TASK]);
+    assert_eq!(shown.status.code(), Some(0), "{}", text(&shown.stderr));
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["step"], 2, "{shown}");
 
     // Out of range: a clear error, nothing changed.
     let bad = cli(ws, &["undo", TASK, "--to-step", "7"]);

@@ -1,7 +1,8 @@
 //! Rewinding a task to an earlier step (`agentforge undo`): the log keeps the records up
 //! to that step, the later ones move to an archive beside it (the audit trail loses
-//! nothing), and the state, the working memory and the snapshots are put back as they
-//! were after that step, so `resume` continues from there.
+//! nothing; their trajectories move to `trajectories/<archive>/`), and the state, the
+//! working memory and the snapshots are put back as they were after that step, so
+//! `resume` continues from there.
 //!
 //! A rewind is several writes; a marker ([`REWIND_FILE`]) written first makes it
 //! restartable: [`TaskDir::finish_rewind`] completes one a kill interrupted, and
@@ -126,7 +127,7 @@ impl TaskDir {
                 kept.push('\n');
                 last_kept = Some(line);
             } else {
-                later.push_str(line);
+                later.push_str(&crate::trajectory::archived_line(line, &marker.archive));
                 later.push('\n');
                 archived += 1;
             }
@@ -136,6 +137,10 @@ impl TaskDir {
         let archive = self.path().join(&marker.archive);
         if archived > 0 {
             atomic_write(&archive, later.as_bytes()).map_err(io_err("cannot write", &archive))?;
+            // The undone steps' trajectories go with their records (whose lines in the
+            // archive name them there), before the log is cut: `recover` would take
+            // them for orphans, and the steps that run again would overwrite them.
+            crate::trajectory::archive_after(self.path(), marker.to_step, &marker.archive)?;
             atomic_rewrite(&log, kept.as_bytes()).map_err(io_err("cannot rewrite", &log))?;
             agentforge_core::fault::point("rewind_log", marker.to_step);
         }

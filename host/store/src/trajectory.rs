@@ -159,6 +159,54 @@ pub fn remove_after(task_dir: &Path, last: u64) -> Result<Vec<u64>, StoreError> 
     Ok(removed)
 }
 
+/// The folder, under [`TRAJECTORY_DIR`], that keeps the trajectories of the records
+/// moved to the log archive `archive` (`actions.undone-<ms>.jsonl` -> `undone-<ms>`).
+fn archive_dir(archive: &str) -> String {
+    let stem = archive.strip_suffix(".jsonl").unwrap_or(archive);
+    stem.strip_prefix("actions.").unwrap_or(stem).to_string()
+}
+
+/// A log line moved to the archive `archive`, its trajectory's file named where
+/// [`archive_after`] moves it (the line unchanged when it has none or does not parse).
+pub fn archived_line(line: &str, archive: &str) -> String {
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(line) else {
+        return line.to_string();
+    };
+    let moved = v
+        .pointer("/trajectory/file")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|f| f.strip_prefix(&format!("{TRAJECTORY_DIR}/")))
+        .map(|name| format!("{TRAJECTORY_DIR}/{}/{name}", archive_dir(archive)));
+    match (moved, v.pointer_mut("/trajectory/file")) {
+        (Some(moved), Some(file)) => {
+            *file = moved.into();
+            v.to_string()
+        }
+        _ => line.to_string(),
+    }
+}
+
+/// Moves the trajectories of the steps after `last` into the folder of the log archive
+/// `archive` (`agentforge undo`); can be done twice.
+pub fn archive_after(task_dir: &Path, last: u64, archive: &str) -> Result<(), StoreError> {
+    let dir = task_dir.join(TRAJECTORY_DIR);
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err("cannot list", &dir)(e)),
+    };
+    let into = dir.join(archive_dir(archive));
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if step_of(&name).is_some_and(|s| s > last) {
+            fs::create_dir_all(&into).map_err(io_err("cannot create", &into))?;
+            let to = into.join(&name);
+            fs::rename(entry.path(), &to).map_err(io_err("cannot move into", &to))?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +261,32 @@ mod tests {
         foreign.file = "../../etc/passwd".into();
         let e = read(tmp.path(), &foreign).unwrap_err().to_string();
         assert!(e.contains("not a trajectory file name"), "{e}");
+    }
+
+    #[test]
+    fn undone_steps_keep_their_trajectories_beside_their_archive() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut lines = Vec::new();
+        for s in 1..=3 {
+            let w = write(tmp.path(), &sample(s)).unwrap();
+            lines.push(serde_json::json!({"step": s, "trajectory": w.reference}).to_string());
+        }
+        let archive = "actions.undone-17.jsonl";
+        let moved = archived_line(&lines[2], archive);
+        assert!(
+            moved.contains("\"trajectories/undone-17/step-0003.json.gz\""),
+            "{moved}"
+        );
+        assert_eq!(archived_line("not json", archive), "not json");
+        archive_after(tmp.path(), 1, archive).unwrap();
+        archive_after(tmp.path(), 1, archive).unwrap();
+        let d = tmp.path().join(TRAJECTORY_DIR);
+        assert!(d.join("step-0001.json.gz").is_file());
+        assert!(!d.join("step-0002.json.gz").exists());
+        assert!(d.join("undone-17/step-0002.json.gz").is_file());
+        assert!(d.join("undone-17/step-0003.json.gz").is_file());
+        // Recovery leaves the archived ones alone.
+        assert!(remove_after(tmp.path(), 1).unwrap().is_empty());
     }
 
     #[test]
