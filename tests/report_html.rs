@@ -38,7 +38,11 @@ fn session() -> String {
 /// The Chromium to use, or why there is none.
 fn chromium() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("AGENTFORGE_CHROMIUM") {
-        return Ok(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        return match p.is_file() {
+            true => Ok(p),
+            false => Err(format!("AGENTFORGE_CHROMIUM={} is no file", p.display())),
+        };
     }
     for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
         if Path::new(p).is_file() {
