@@ -1261,16 +1261,7 @@ impl<'a> SprintRunner<'a> {
         .named("vrc")
         .finishing_with("report_vrc");
         let mut r = self.run_job(&job, s).await?;
-        let iteration = s.iteration;
-        match r.state.vrc_history.last_mut() {
-            Some(v)
-                if v.iteration == iteration
-                    && r.produced.calls.iter().any(|c| c == "report_vrc") =>
-            {
-                v.full = full;
-            }
-            _ => push_fallback_vrc(&mut r.state, iteration, full),
-        }
+        settle_vrc(&mut r, s.iteration, full);
         Ok(r)
     }
 
@@ -1309,16 +1300,7 @@ impl<'a> SprintRunner<'a> {
         .with_checks(&s.verifications)
         .finishing_with("report_vrc");
         let mut r = self.run_job(&job, s).await?;
-        let iteration = s.iteration;
-        match r.state.vrc_history.last_mut() {
-            Some(v)
-                if v.iteration == iteration
-                    && r.produced.calls.iter().any(|c| c == "report_vrc") =>
-            {
-                v.full = full;
-            }
-            _ => push_fallback_vrc(&mut r.state, iteration, full),
-        }
+        settle_vrc(&mut r, s.iteration, full);
         Ok(r)
     }
 
@@ -1438,6 +1420,19 @@ fn checks_for(
         })
         .cloned()
         .collect()
+}
+
+/// A role task that owed a VRC: its own, marked full or quick, or else the fallback
+/// snapshot, so the iteration always has one.
+fn settle_vrc(r: &mut JobResult, iteration: u32, full: bool) {
+    match r.state.vrc_history.last_mut() {
+        Some(v)
+            if v.iteration == iteration && r.produced.calls.iter().any(|c| c == "report_vrc") =>
+        {
+            v.full = full;
+        }
+        _ => push_fallback_vrc(&mut r.state, iteration, full),
+    }
 }
 
 /// The fallback snapshot when a role gave no VRC (the heartbeat never skips): the share
