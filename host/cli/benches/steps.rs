@@ -162,6 +162,7 @@ fn fake_history(rt: &Runtime, spec: &TaskSpec, n: u64) -> agentforge::state_stor
             loop_detection: None,
             file_hashes: Default::default(),
             trajectory: None,
+            traces: Vec::new(),
             state_after: state.clone(),
         };
         dir.append_action(&rec).unwrap();

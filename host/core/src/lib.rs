@@ -28,5 +28,6 @@ pub mod state;
 pub mod task;
 pub mod text;
 pub mod text_mode;
+pub mod trace;
 pub mod trajectory;
 pub mod working_memory;

@@ -365,6 +365,10 @@ pub struct ActionRecord<S = TaskState> {
     /// this line; absent in logs written before trajectories were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trajectory: Option<crate::trajectory::TrajectoryRef>,
+    /// Enforcement events of this step (a guard's denial, an auto-revert, a loop, a
+    /// refused `complete`): copied into the trace database once the line is on disk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<crate::trace::TraceEvent>,
     /// The state after this step: what `state.yaml` is rebuilt from after a crash.
     pub state_after: S,
 }

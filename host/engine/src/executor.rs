@@ -1617,6 +1617,7 @@ impl<'r> Executor<'r> {
             loop_detection: decided.detection,
             file_hashes: acted.executed.file_hashes,
             trajectory: None,
+            traces: Vec::new(),
             state_after: state,
         };
         let (trajectory, written) = writing.await.map_err(|e| StoreError::Io {

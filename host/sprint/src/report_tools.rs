@@ -337,6 +337,7 @@ mod tests {
             loop_detection: None,
             file_hashes: Default::default(),
             trajectory: None,
+            traces: Vec::new(),
             state_after: TaskState::initial(&spec, "review", 10),
         }
     }

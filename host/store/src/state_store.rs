@@ -1045,6 +1045,7 @@ mod tests {
             loop_detection: None,
             file_hashes: BTreeMap::new(),
             trajectory: None,
+            traces: Vec::new(),
             state_after: after,
         }
     }
