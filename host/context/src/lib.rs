@@ -10,6 +10,7 @@
 //! ```yaml
 //! task:           # id, goal, "step: 5 of 20", phase, success_criteria, constraints
 //! project_instructions: # AGENTS.md / CLAUDE.md / .agentforge/instructions.md, nearest first
+//! precedents:     # past enforcement events like this step's (seed 003), most relevant first
 //! focus:          # the current branch of the plan, loop warnings
 //! current_state:  # the task type's schema value (file contents as `|` blocks)
 //! understanding:  # facts by category: "statement (conf: 0.9)"
@@ -90,6 +91,9 @@ pub struct Budgets {
     pub task_frame: usize,
     /// `project_instructions:` (the project's instruction files, nearest first).
     pub instructions: usize,
+    /// `precedents:` (past enforcement events relevant to the step, from the trace
+    /// database).
+    pub precedents: usize,
     /// `focus:` (the current branch of the plan, loop warnings).
     pub focus: usize,
     /// `current_state:` (the task type's schema value, file contents).
@@ -117,9 +121,12 @@ impl Default for Budgets {
             // Taken from `current_state` (2600 before the section existed), so the
             // total and every task type's budgets stay as they were.
             instructions: 600,
+            // Taken from `working_memory` (1000 before the section existed), so the
+            // total and every task type's budgets stay as they were.
+            precedents: 200,
             focus: 400,
             current_state: 2000,
-            working_memory: 1000,
+            working_memory: 800,
             understanding: 300,
             recent_actions: 800,
             verification_status: 200,
@@ -131,11 +138,12 @@ impl Default for Budgets {
 
 impl Budgets {
     /// The section budgets by field name (everything but `total`).
-    fn sections(&self) -> [(&'static str, usize); 11] {
+    fn sections(&self) -> [(&'static str, usize); 12] {
         [
             ("system_prompt", self.system_prompt),
             ("task_frame", self.task_frame),
             ("instructions", self.instructions),
+            ("precedents", self.precedents),
             ("focus", self.focus),
             ("current_state", self.current_state),
             ("working_memory", self.working_memory),
@@ -263,6 +271,21 @@ pub struct RecentAction {
     pub error: Option<String>,
 }
 
+/// A past enforcement event relevant to the step (seed 003's precedent: a guard's
+/// denial, an auto-revert, a loop...), as `precedents:` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Precedent {
+    /// How often and where it happened (`4 times in 2 tasks, last 2026-11-26`).
+    pub seen: String,
+    /// What the agent did.
+    pub happened: String,
+    /// What would have been right.
+    pub correct: String,
+    /// The approved rule that now enforces it, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+}
+
 /// One available action, as shown in `actions:`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActionEntry {
@@ -282,6 +305,9 @@ pub struct ContextInput<'a> {
     /// The project's instruction files, nearest first
     /// (`agentforge_store::instructions::discover`). Empty leaves the section out.
     pub instructions: &'a [InstructionFile],
+    /// Past enforcement events relevant to this step, most relevant first. Empty leaves
+    /// the section out.
+    pub precedents: &'a [Precedent],
     /// The current branch of the plan (goal, task, subtask, next subtask, loop
     /// warnings), built by `focus::FocusTree::branch_view`. `Null` leaves it out.
     pub focus: Value,
@@ -447,6 +473,7 @@ pub enum ContextError {
 enum Section {
     Task,
     Instructions,
+    Precedents,
     Focus,
     CurrentState,
     Understanding,
@@ -458,9 +485,10 @@ enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 10] = [
+    const ALL: [Section; 11] = [
         Section::Task,
         Section::Instructions,
+        Section::Precedents,
         Section::Focus,
         Section::CurrentState,
         Section::Understanding,
@@ -475,8 +503,10 @@ impl Section {
     /// budgets are met): working memory (oldest items), current state, then the rest.
     /// The project's instructions hold for the whole task: they go after the facts and
     /// before the last actions.
-    const TOTAL_ORDER: [Section; 10] = [
+    /// Precedents are advice from other tasks: they give way before this task's state.
+    const TOTAL_ORDER: [Section; 11] = [
         Section::WorkingMemory,
+        Section::Precedents,
         Section::CurrentState,
         Section::Focus,
         Section::Understanding,
@@ -492,6 +522,7 @@ impl Section {
         match self {
             Section::Task => "task",
             Section::Instructions => "project_instructions",
+            Section::Precedents => "precedents",
             Section::Focus => "focus",
             Section::CurrentState => "current_state",
             Section::Understanding => "understanding",
@@ -507,6 +538,7 @@ impl Section {
         match self {
             Section::Task => "task_frame",
             Section::Instructions => "instructions",
+            Section::Precedents => "precedents",
             Section::Focus => "focus",
             Section::CurrentState => "current_state",
             Section::Understanding => "understanding",
@@ -522,6 +554,7 @@ impl Section {
         match self {
             Section::Task => b.task_frame,
             Section::Instructions => b.instructions,
+            Section::Precedents => b.precedents,
             Section::Focus => b.focus,
             Section::CurrentState => b.current_state,
             Section::Understanding => b.understanding,
@@ -565,6 +598,13 @@ impl Section {
         ];
         match self {
             Section::Task | Section::Feedback | Section::Focus => GENERIC,
+            // Fewer whole precedents (the least relevant go first) before shorter ones.
+            Section::Precedents => &[
+                Range(Items, 1, MAX),
+                Range(Chars, CHARS_FLOOR, CHARS_STD),
+                Range(Chars, CHARS_MIN, CHARS_FLOOR - 1),
+                Range(Items, 0, 0),
+            ],
             // Every file cut to the same length (the longest first), down to a few
             // hundred characters; then the farthest files left out; then shorter.
             Section::Instructions => &[
@@ -750,6 +790,20 @@ struct RecentView {
     summary: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+/// One entry of `precedents:`, or the note saying how many were left out.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PrecedentItem {
+    Item {
+        seen: String,
+        happened: String,
+        correct: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
+    },
+    Note(String),
 }
 
 #[derive(Serialize)]
@@ -940,6 +994,22 @@ impl<'a> Prepared<'a> {
                     )));
                 }
                 emit(s.key(), &entries)
+            }
+            Section::Precedents => {
+                if input.precedents.is_empty() {
+                    return None;
+                }
+                let items = input
+                    .precedents
+                    .iter()
+                    .map(|pr| PrecedentItem::Item {
+                        seen: t(&pr.seen, st),
+                        happened: t(&pr.happened, st),
+                        correct: t(&pr.correct, st),
+                        rule: pr.rule.as_deref().map(|r| t(r, st)),
+                    })
+                    .collect();
+                emit(s.key(), &cut_list(items, p, st, PrecedentItem::Note))
             }
             Section::Focus => {
                 if input.focus.is_null() {

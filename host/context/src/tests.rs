@@ -117,6 +117,7 @@ struct Fixture {
     recent: Vec<RecentAction>,
     mode: ToolMode,
     instructions: Vec<InstructionFile>,
+    precedents: Vec<Precedent>,
 }
 
 impl Fixture {
@@ -210,6 +211,7 @@ impl Fixture {
             ],
             mode: ToolMode::Native,
             instructions: Vec::new(),
+            precedents: Vec::new(),
         }
     }
 
@@ -307,6 +309,7 @@ impl Fixture {
         ContextInput {
             system_prompt: &self.system,
             instructions: &self.instructions,
+            precedents: &self.precedents,
             task: self.task.clone(),
             not_yet: Vec::new(),
             focus: json!({
@@ -465,6 +468,7 @@ fn report_of_a_moderate_case() {
         system_prompt: 100,
         task_frame: 150,
         instructions: 200,
+        precedents: 100,
         focus: 100,
         current_state: 600,
         working_memory: 300,
@@ -488,9 +492,10 @@ fn total_never_exceeds_budget_as_content_grows() {
         system_prompt: 400,
         task_frame: 300,
         instructions: 200,
+        precedents: 100,
         focus: 150,
         current_state: 850,
-        working_memory: 500,
+        working_memory: 400,
         understanding: 200,
         recent_actions: 400,
         verification_status: 150,
@@ -963,4 +968,67 @@ fn oversize_instructions_are_cut_with_a_note_then_the_farthest_left_out() {
         "{report}"
     );
     assert!(report.contains("\ninstructions "), "{report}");
+}
+
+fn precedent(i: usize) -> Precedent {
+    Precedent {
+        seen: format!("{} times in 2 tasks, last 2026-11-2{}", 3 + i, i % 10),
+        happened: format!(
+            "guard-verify-implementation denied `complete` (attempt {i}): no file changed since the task began"
+        ),
+        correct: "change the files the task names, run the checks, then complete".into(),
+        rule: (i == 0).then(|| "learned rule #3 denies `complete` while no file changed".into()),
+    }
+}
+
+#[test]
+fn precedents_are_shown_after_the_instructions_most_relevant_first() {
+    let mut fx = Fixture::small();
+    fx.precedents = (0..2).map(precedent).collect();
+    let p = build(&fx.input(), &Budgets::default()).unwrap();
+    assert_exact_total(&p);
+    let at = |key: &str| p.user.find(key).unwrap_or_else(|| panic!("{key} in {}", p.user));
+    assert!(at("precedents:") < at("focus:"));
+    assert!(at("attempt 0") < at("attempt 1"));
+    let section = p.sections.iter().find(|s| s.name == "precedents").unwrap();
+    assert!(section.tokens > 0 && section.tokens <= section.budget);
+    insta::assert_snapshot!("precedents_section", section_text(&p.user, "precedents:"));
+}
+
+#[test]
+fn precedents_over_their_budget_keep_the_most_relevant() {
+    let mut fx = Fixture::small();
+    fx.precedents = (0..40).map(precedent).collect();
+    let p = build(&fx.input(), &Budgets::default()).unwrap();
+    assert_exact_total(&p);
+    let section = p.sections.iter().find(|s| s.name == "precedents").unwrap();
+    assert!(section.compressed, "{section:?}");
+    assert!(section.tokens <= Budgets::default().precedents, "{section:?}");
+    assert!(p.user.contains("attempt 0"), "the first is kept: {}", p.user);
+    assert!(!p.user.contains("attempt 39"), "the last is dropped: {}", p.user);
+}
+
+#[test]
+fn no_precedents_no_section() {
+    let p = build(&Fixture::small().input(), &Budgets::default()).unwrap();
+    assert!(!p.user.contains("precedents:"));
+    let section = p.sections.iter().find(|s| s.name == "precedents").unwrap();
+    assert_eq!(section.tokens, 0);
+}
+
+/// The lines of one top-level section of the YAML context.
+fn section_text(user: &str, key: &str) -> String {
+    let start = user.find(key).expect("section present");
+    let rest = &user[start..];
+    let end = rest[1..]
+        .find("\n")
+        .map(|_| {
+            rest.lines()
+                .skip(1)
+                .position(|l| !l.starts_with(' ') && !l.starts_with('-'))
+                .map(|n| rest.lines().take(n + 1).map(|l| l.len() + 1).sum::<usize>())
+                .unwrap_or(rest.len())
+        })
+        .unwrap_or(rest.len());
+    rest[..end.min(rest.len())].to_string()
 }
