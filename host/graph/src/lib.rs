@@ -1,0 +1,79 @@
+//! The trace database (seed 003's context graph, issue 14 "Learning from enforcement").
+//!
+//! Every time a guard denies an action, the loop detector flags a loop, the host reverts a
+//! change or a person corrects the agent, the step records a [`Trace`]. This crate keeps
+//! them in one SQLite file and answers three questions:
+//!
+//! - **precedents** ([`Graph::precedents`]): which past traces matter to the step about to
+//!   run (full-text ranked, then boosted for the same task type, phase, role, target and
+//!   recency; one per pattern), for a budgeted context section;
+//! - **patterns** ([`Graph::learn`], [`Graph::patterns`]): the traces grouped by source,
+//!   enforcer and action, with how often and in how many tasks;
+//! - **rules** ([`Graph::rules`], [`Graph::approve_rule`], [`Graph::approved_rules`]): a
+//!   pattern seen often enough becomes a proposed rule; a person approves or rejects it,
+//!   and the approved ones are what the learned-rules guard enforces ([`LearnedRule`]).
+//!
+//! One module per responsibility: [`db`] (opening, migrations), `traces` (recording and
+//! listing), `precedents`, `patterns`, `rules`.
+
+pub mod db;
+mod error;
+mod patterns;
+mod precedents;
+mod rules;
+mod traces;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+pub use agentforge_core::trace::{
+    trace_key, Trace, TraceContext, TraceEvent, TraceKind, TraceSource,
+};
+pub use error::GraphError;
+pub use patterns::{LearnReport, LearnSettings, Pattern};
+pub use precedents::{Precedent, PrecedentQuery};
+pub use rules::{LearnedRule, Rule, RuleCondition, RuleEffect, RuleStatus};
+
+/// The trace database: one SQLite file (WAL mode) holding traces, their full-text index,
+/// the patterns and the rules learned from them.
+///
+/// Reads take `&self`, writes `&mut self`; each write is one transaction. Several processes
+/// may open the same file (SQLite serialises the writers; a busy writer is waited for).
+#[derive(Debug)]
+pub struct Graph {
+    conn: Connection,
+    /// The file it was opened from (`:memory:` for an in-memory database), for errors.
+    path: PathBuf,
+}
+
+impl Graph {
+    /// Opens the database at `path`, creating the file and its parent folder, and migrates
+    /// it to the latest schema ([`db::SCHEMA_VERSION`]). WAL mode, a busy timeout of
+    /// [`db::BUSY_TIMEOUT`].
+    ///
+    /// A database written by a newer schema is refused ([`GraphError::NewerSchema`], naming
+    /// the file and both versions), a file that is not a SQLite database or is damaged with
+    /// [`GraphError::Corrupt`] (naming the file and what to do).
+    pub fn open(path: &Path) -> Result<Graph, GraphError> {
+        let conn = db::open_file(path)?;
+        Ok(Graph {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// A fresh database in memory, migrated (for tests and dry runs).
+    pub fn open_in_memory() -> Result<Graph, GraphError> {
+        let conn = db::open_memory()?;
+        Ok(Graph {
+            conn,
+            path: PathBuf::from(":memory:"),
+        })
+    }
+
+    /// The file this database was opened from (`:memory:` for an in-memory one).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
