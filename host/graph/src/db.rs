@@ -52,6 +52,7 @@ CREATE TABLE traces (
 CREATE INDEX traces_time ON traces (time_ms, id);
 CREATE INDEX traces_task ON traces (task_id, time_ms, id);
 CREATE INDEX traces_type_phase ON traces (task_type, phase, time_ms, id);
+CREATE INDEX traces_target ON traces (target, time_ms, id);
 
 CREATE VIRTUAL TABLE traces_fts USING fts5 (
     what_happened, what_was_correct, why, action, target, enforcer,

@@ -1,20 +1,29 @@
 //! Precedents: the past traces most relevant to the step about to run.
 //!
-//! Candidates come from the full-text index (FTS5, bm25 with per-column weights, the best
-//! [`FTS_CANDIDATES`] only, so common words cannot make a query slow) and from the latest
-//! traces of the same task and of the same task type and phase (index look-ups). They are
-//! re-ranked here: the text score normalised to 0..1 plus boosts for the same task, task
-//! type, phase, role, an exact target and recency. One trace per pattern is kept, the most
-//! relevant.
+//! Candidates come from
+//!
+//! - the full-text index (FTS5, bm25 with per-column weights, the best
+//!   [`FTS_CANDIDATES`]), searched for the query's distinctive words only: each word's
+//!   document count is probed first, capped at [`COMMON_WORD_DOCS`] (cheap: the probe stops
+//!   there), and the rarest words are kept while their documents add up to at most
+//!   [`FTS_MATCH_BUDGET`]. bm25 reads every matching row (its IDF counts them all), so a
+//!   word found in half the traces would cost tens of milliseconds at 100,000 traces and
+//!   add nothing to the ranking;
+//! - index look-ups: the latest traces on the same targets, of the same task, and of the
+//!   same task type and phase.
+//!
+//! They are re-ranked here: the text score normalised to 0..1 plus boosts for the same
+//! task, task type, phase, role, an exact target and recency. One trace per pattern is
+//! kept, the most relevant, and only those are read whole.
 
 use std::collections::{HashMap, HashSet};
 
 use agentforge_core::trace::Trace;
-use rusqlite::params;
+use rusqlite::{params, params_from_iter, Connection};
 use serde::{Deserialize, Serialize};
 
 use crate::rules::{approved_by_pattern, LearnedRule};
-use crate::traces::{trace_from_row, TRACE_COLUMNS, TRACE_COLUMN_COUNT};
+use crate::traces::{trace_from_row, TRACE_COLUMNS};
 use crate::{Graph, GraphError};
 
 /// How many full-text matches are re-ranked at most (the best by bm25).
@@ -22,8 +31,16 @@ pub const FTS_CANDIDATES: usize = 200;
 /// How many of the latest traces of the same task, and of the same task type and phase,
 /// join the candidates.
 pub const RECENT_CANDIDATES: usize = 50;
-/// How many distinct words of the query are searched for at most.
-pub const MAX_QUERY_WORDS: usize = 32;
+/// How many of the latest traces on each target (exactly) join the candidates.
+pub const TARGET_CANDIDATES: usize = 20;
+/// How many targets of a query are looked up at most.
+pub const MAX_TARGETS: usize = 8;
+/// How many distinct words of the query are considered at most.
+pub const MAX_QUERY_WORDS: usize = 24;
+/// A word found in this many traces or more is too common to search for.
+pub const COMMON_WORD_DOCS: usize = 1_000;
+/// The words searched for match at most this many traces together (the rarest first).
+pub const FTS_MATCH_BUDGET: usize = 2_500;
 
 /// bm25's weights per column: what_happened, what_was_correct, why, action, target,
 /// enforcer.
@@ -40,7 +57,7 @@ const BOOST_TARGET: f64 = 1.0;
 const BOOST_RECENCY: f64 = 0.3;
 const RECENCY_HALF_LIFE_DAYS: f64 = 14.0;
 
-/// Words too common to search for.
+/// Words too common in any text to search for (sorted).
 const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
     "before", "but", "by", "can", "do", "does", "for", "from", "has", "have", "how", "if", "in",
@@ -84,14 +101,23 @@ pub struct Precedent {
     pub rule: Option<LearnedRule>,
 }
 
-/// A trace being ranked.
+/// A trace being ranked: what the score needs, not the whole trace.
 struct Candidate {
-    trace: Trace,
+    id: i64,
     pattern_key: String,
     time_ms: i64,
+    task_id: String,
+    task_type: String,
+    phase: String,
+    role: Option<String>,
+    target: Option<String>,
     /// bm25 (negative; lower is better), when the full-text index found it.
     bm25: Option<f64>,
 }
+
+/// The columns a [`Candidate`] is read from (the traces table aliased `t`).
+const CANDIDATE_COLUMNS: &str =
+    "t.id, t.pattern_key, t.time_ms, t.task_id, t.task_type, t.phase, t.role, t.target";
 
 impl Graph {
     /// The traces most relevant to the step `q` describes, most relevant first, at most
@@ -100,72 +126,14 @@ impl Graph {
         if q.limit == 0 {
             return Ok(Vec::new());
         }
-        let any: bool =
-            self.conn
-                .query_row("SELECT EXISTS (SELECT 1 FROM pattern_counts)", [], |r| {
-                    r.get(0)
-                })?;
+        let any: bool = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM pattern_counts)")?
+            .query_row([], |r| r.get(0))?;
         if !any {
             return Ok(Vec::new());
         }
-        let mut candidates: HashMap<i64, Candidate> = HashMap::new();
-        let columns = TRACE_COLUMNS
-            .split(", ")
-            .map(|c| format!("t.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let n = TRACE_COLUMN_COUNT;
-        let mut add = |row: &rusqlite::Row<'_>, bm25: Option<f64>| -> rusqlite::Result<()> {
-            let id: i64 = row.get(n)?;
-            if let Some(c) = candidates.get_mut(&id) {
-                c.bm25 = c.bm25.or(bm25);
-                return Ok(());
-            }
-            candidates.insert(
-                id,
-                Candidate {
-                    trace: trace_from_row(row, 0)?,
-                    pattern_key: row.get(n + 1)?,
-                    time_ms: row.get(n + 2)?,
-                    bm25,
-                },
-            );
-            Ok(())
-        };
-        if let Some(expr) = match_expression(q) {
-            let mut stmt = self.conn.prepare_cached(&format!(
-                "SELECT {columns}, t.id, t.pattern_key, t.time_ms, f.score FROM ( \
-                 SELECT rowid AS id, bm25(traces_fts, {BM25_WEIGHTS}) AS score FROM traces_fts \
-                 WHERE traces_fts MATCH ?1 ORDER BY score LIMIT {FTS_CANDIDATES}) AS f \
-                 JOIN traces AS t ON t.id = f.id"
-            ))?;
-            let mut rows = stmt.query(params![expr])?;
-            while let Some(row) = rows.next()? {
-                add(row, Some(row.get(n + 3)?))?;
-            }
-        }
-        if !q.task_id.is_empty() {
-            let mut stmt = self.conn.prepare_cached(&format!(
-                "SELECT {columns}, t.id, t.pattern_key, t.time_ms FROM traces AS t \
-                 WHERE t.task_id = ?1 AND t.pattern_key IS NOT NULL \
-                 ORDER BY t.time_ms DESC, t.id DESC LIMIT {RECENT_CANDIDATES}"
-            ))?;
-            let mut rows = stmt.query(params![q.task_id])?;
-            while let Some(row) = rows.next()? {
-                add(row, None)?;
-            }
-        }
-        if !q.task_type.is_empty() {
-            let mut stmt = self.conn.prepare_cached(&format!(
-                "SELECT {columns}, t.id, t.pattern_key, t.time_ms FROM traces AS t \
-                 WHERE t.task_type = ?1 AND t.phase = ?2 AND t.pattern_key IS NOT NULL \
-                 ORDER BY t.time_ms DESC, t.id DESC LIMIT {RECENT_CANDIDATES}"
-            ))?;
-            let mut rows = stmt.query(params![q.task_type, q.phase])?;
-            while let Some(row) = rows.next()? {
-                add(row, None)?;
-            }
-        }
+        let candidates = self.candidates(q)?;
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
@@ -176,21 +144,22 @@ impl Graph {
             .filter_map(|c| c.bm25)
             .fold(0.0_f64, f64::min);
         let newest = candidates.values().map(|c| c.time_ms).max().unwrap_or(0);
-        let mut best: HashMap<String, (f64, i64, Candidate)> = HashMap::new();
-        for (id, c) in candidates {
-            let score = score(q, &c, best_bm25, newest);
-            match best.get(&c.pattern_key) {
-                Some((s, i, kept)) if (*s, kept.time_ms, *i) >= (score, c.time_ms, id) => {}
+        let mut best: HashMap<&str, (f64, &Candidate)> = HashMap::new();
+        for c in candidates.values() {
+            let s = score(q, c, best_bm25, newest);
+            match best.get(c.pattern_key.as_str()) {
+                Some((kept_score, kept))
+                    if (*kept_score, kept.time_ms, kept.id) >= (s, c.time_ms, c.id) => {}
                 _ => {
-                    best.insert(c.pattern_key.clone(), (score, id, c));
+                    best.insert(&c.pattern_key, (s, c));
                 }
             }
         }
-        let mut ranked: Vec<(f64, i64, Candidate)> = best.into_values().collect();
+        let mut ranked: Vec<(f64, &Candidate)> = best.into_values().collect();
         ranked.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
-                .then(b.2.time_ms.cmp(&a.2.time_ms))
-                .then(b.1.cmp(&a.1))
+                .then(b.1.time_ms.cmp(&a.1.time_ms))
+                .then(b.1.id.cmp(&a.1.id))
         });
         ranked.truncate(q.limit);
 
@@ -198,42 +167,116 @@ impl Graph {
         let mut count = self
             .conn
             .prepare_cached("SELECT count FROM pattern_counts WHERE key = ?1")?;
+        let mut whole = self
+            .conn
+            .prepare_cached(&format!("SELECT {TRACE_COLUMNS} FROM traces WHERE id = ?1"))?;
         let mut out = Vec::with_capacity(ranked.len());
-        for (score, _, c) in ranked {
+        for (score, c) in ranked {
             let pattern_count: i64 = count.query_row(params![c.pattern_key], |r| r.get(0))?;
             out.push(Precedent {
-                same_task: c.trace.context.task_id == q.task_id,
+                trace: whole.query_row(params![c.id], |r| trace_from_row(r, 0))?,
                 score,
+                same_task: c.task_id == q.task_id,
                 pattern_count: pattern_count.max(0) as u64,
                 rule: rules.get(&c.pattern_key).cloned(),
-                trace: c.trace,
             });
         }
         Ok(out)
+    }
+
+    /// The candidates by id: full-text matches (with their bm25) and the index look-ups.
+    fn candidates(&self, q: &PrecedentQuery) -> Result<HashMap<i64, Candidate>, GraphError> {
+        let mut candidates: HashMap<i64, Candidate> = HashMap::new();
+        let mut add = |row: &rusqlite::Row<'_>, bm25: Option<f64>| -> rusqlite::Result<()> {
+            let id: i64 = row.get(0)?;
+            if let Some(c) = candidates.get_mut(&id) {
+                c.bm25 = c.bm25.or(bm25);
+                return Ok(());
+            }
+            candidates.insert(
+                id,
+                Candidate {
+                    id,
+                    pattern_key: row.get(1)?,
+                    time_ms: row.get(2)?,
+                    task_id: row.get(3)?,
+                    task_type: row.get(4)?,
+                    phase: row.get(5)?,
+                    role: row.get(6)?,
+                    target: row.get(7)?,
+                    bm25,
+                },
+            );
+            Ok(())
+        };
+
+        let terms = searched_words(&self.conn, &query_words(q))?;
+        if let Some(expr) = match_expression(&terms) {
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "SELECT {CANDIDATE_COLUMNS}, f.score FROM ( \
+                 SELECT rowid AS id, bm25(traces_fts, {BM25_WEIGHTS}) AS score FROM traces_fts \
+                 WHERE traces_fts MATCH ?1 ORDER BY score LIMIT {FTS_CANDIDATES}) AS f \
+                 JOIN traces AS t ON t.id = f.id"
+            ))?;
+            let mut rows = stmt.query(params![expr])?;
+            while let Some(row) = rows.next()? {
+                add(row, Some(row.get(8)?))?;
+            }
+        }
+        // (filter, its arguments, how many)
+        let mut lookups: Vec<(&str, Vec<&str>, usize)> = Vec::new();
+        let mut seen = HashSet::new();
+        for target in q.targets.iter().filter(|t| seen.insert(t.as_str())) {
+            lookups.push(("t.target = ?1", vec![target], TARGET_CANDIDATES));
+            if lookups.len() == MAX_TARGETS {
+                break;
+            }
+        }
+        if !q.task_id.is_empty() {
+            lookups.push(("t.task_id = ?1", vec![&q.task_id], RECENT_CANDIDATES));
+        }
+        if !q.task_type.is_empty() {
+            lookups.push((
+                "t.task_type = ?1 AND t.phase = ?2",
+                vec![&q.task_type, &q.phase],
+                RECENT_CANDIDATES,
+            ));
+        }
+        for (filter, args, limit) in lookups {
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "SELECT {CANDIDATE_COLUMNS} FROM traces AS t \
+                 WHERE t.pattern_key IS NOT NULL AND {filter} \
+                 ORDER BY t.time_ms DESC, t.id DESC LIMIT {limit}"
+            ))?;
+            let mut rows = stmt.query(params_from_iter(args))?;
+            while let Some(row) = rows.next()? {
+                add(row, None)?;
+            }
+        }
+        Ok(candidates)
     }
 }
 
 /// A candidate's relevance: the text score (bm25 relative to the best candidate's, 0..1)
 /// plus the boosts.
 fn score(q: &PrecedentQuery, c: &Candidate, best_bm25: f64, newest_ms: i64) -> f64 {
-    let ctx = &c.trace.context;
     let mut s = match c.bm25 {
         Some(b) if best_bm25 < 0.0 => (b / best_bm25).clamp(0.0, 1.0),
         _ => 0.0,
     };
-    if !q.task_id.is_empty() && ctx.task_id == q.task_id {
+    if !q.task_id.is_empty() && c.task_id == q.task_id {
         s += BOOST_SAME_TASK;
     }
-    if ctx.task_type == q.task_type {
+    if c.task_type == q.task_type {
         s += BOOST_TASK_TYPE;
     }
-    if ctx.phase == q.phase {
+    if c.phase == q.phase {
         s += BOOST_PHASE;
     }
-    if q.role.is_some() && ctx.role == q.role {
+    if q.role.is_some() && c.role == q.role {
         s += BOOST_ROLE;
     }
-    if let Some(target) = &c.trace.event.target {
+    if let Some(target) = &c.target {
         if q.targets.iter().any(|t| t == target) {
             s += BOOST_TARGET;
         }
@@ -245,44 +288,127 @@ fn score(q: &PrecedentQuery, c: &Candidate, best_bm25: f64, newest_ms: i64) -> f
     s
 }
 
-/// The FTS5 query for `q`: each target as a quoted phrase, then the distinct words of the
-/// text, the task type and the phase (stop words and one-letter words left out), each
-/// quoted, joined by OR. Quoting makes any text a literal: FTS5's syntax (`"`, `*`,
-/// `NEAR(`, `-`, `:`, `AND`...) in it is never interpreted. `None` when nothing is left.
-pub(crate) fn match_expression(q: &PrecedentQuery) -> Option<String> {
-    let mut terms: Vec<String> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    for target in &q.targets {
-        let target = target.replace('\0', " ");
-        let target = target.trim();
-        if target.chars().any(char::is_alphanumeric) && seen.insert(target.to_string()) {
-            terms.push(format!("\"{}\"", target.replace('"', "\"\"")));
-        }
-    }
-    let texts = [q.text.as_str(), q.task_type.as_str(), q.phase.as_str()];
-    let mut words = 0;
-    for word in texts
-        .iter()
+/// The distinct words of the targets, the text, the task type and the phase, in that
+/// order, lowercased: runs of letters and digits (so nothing of FTS5's syntax survives),
+/// without stop words and one-letter words, at most [`MAX_QUERY_WORDS`].
+pub(crate) fn query_words(q: &PrecedentQuery) -> Vec<String> {
+    let texts = q.targets.iter().map(String::as_str).chain([
+        q.text.as_str(),
+        q.task_type.as_str(),
+        q.phase.as_str(),
+    ]);
+    let mut seen = HashSet::new();
+    texts
         .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
-    {
-        if words == MAX_QUERY_WORDS {
-            break;
-        }
-        let word = word.to_lowercase();
-        if word.chars().count() < 2 || STOP_WORDS.binary_search(&word.as_str()).is_ok() {
-            continue;
-        }
-        if seen.insert(word.clone()) {
-            terms.push(format!("\"{word}\""));
-            words += 1;
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 2 && STOP_WORDS.binary_search(&w.as_str()).is_err())
+        .filter(|w| seen.insert(w.clone()))
+        .take(MAX_QUERY_WORDS)
+        .collect()
+}
+
+/// The words worth searching for: each word's document count probed (up to
+/// [`COMMON_WORD_DOCS`]), the common ones left out, the rarest kept while their counts add
+/// up to at most [`FTS_MATCH_BUDGET`]. Words found nowhere are left out too.
+fn searched_words(conn: &Connection, words: &[String]) -> Result<Vec<String>, GraphError> {
+    let mut probe = conn.prepare_cached(&format!(
+        "SELECT count(*) FROM (SELECT 1 FROM traces_fts WHERE traces_fts MATCH ?1 \
+         LIMIT {COMMON_WORD_DOCS})"
+    ))?;
+    let mut counted = Vec::with_capacity(words.len());
+    for w in words {
+        let docs: i64 = probe.query_row(params![quoted(w)], |r| r.get(0))?;
+        let docs = docs.max(0) as usize;
+        if docs > 0 && docs < COMMON_WORD_DOCS {
+            counted.push((docs, w));
         }
     }
-    (!terms.is_empty()).then(|| terms.join(" OR "))
+    counted.sort();
+    let mut total = 0;
+    Ok(counted
+        .into_iter()
+        .take_while(|(docs, _)| {
+            total += docs;
+            total <= FTS_MATCH_BUDGET
+        })
+        .map(|(_, w)| w.clone())
+        .collect())
+}
+
+/// `word` as an FTS5 string: in double quotes, a double quote doubled. Whatever it holds
+/// is then a literal, never FTS5 syntax.
+fn quoted(word: &str) -> String {
+    format!("\"{}\"", word.replace('"', "\"\""))
+}
+
+/// The FTS5 query for `words`: each quoted, joined by OR; `None` for no words.
+pub(crate) fn match_expression(words: &[String]) -> Option<String> {
+    (!words.is_empty()).then(|| {
+        words
+            .iter()
+            .map(|w| quoted(w))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn trace(i: usize, text: &str) -> Trace {
+        use agentforge_core::trace::{TraceContext, TraceEvent, TraceSource};
+        Trace {
+            key: format!("t#{i}#0"),
+            project: "p".into(),
+            timestamp: "2025-01-01T00:00:00Z".into(),
+            context: TraceContext {
+                task_id: "t".into(),
+                task_type: "code".into(),
+                phase: "implement".into(),
+                role: None,
+                step: i as u64,
+            },
+            event: TraceEvent {
+                kind: TraceSource::GuardDenial.kind(),
+                source: TraceSource::GuardDenial,
+                enforcer: "guard".into(),
+                action: "edit_file".into(),
+                target: None,
+                what_happened: text.into(),
+                what_was_correct: String::new(),
+                why: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn common_words_are_not_searched_and_the_rarest_come_first() {
+        let mut g = Graph::open_in_memory().unwrap();
+        let mut traces: Vec<Trace> = (0..COMMON_WORD_DOCS)
+            .map(|i| trace(i, "everywhere"))
+            .collect();
+        let n = traces.len();
+        traces.extend((0..3).map(|i| trace(n + i, "often")));
+        traces.push(trace(n + 3, "rare"));
+        g.record(&traces).unwrap();
+        let words: Vec<String> = ["everywhere", "often", "nowhere", "rare"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(searched_words(&g.conn, &words).unwrap(), ["rare", "often"]);
+    }
+
+    #[test]
+    fn the_words_searched_stay_within_the_budget() {
+        let mut g = Graph::open_in_memory().unwrap();
+        // Three words in 900 traces each: two fit in the budget, the third does not.
+        let traces: Vec<Trace> = (0..2_700)
+            .map(|i| trace(i, ["alpha", "beta", "gamma"][i / 900]))
+            .collect();
+        g.record(&traces).unwrap();
+        let words: Vec<String> = ["alpha", "beta", "gamma"].map(String::from).to_vec();
+        assert_eq!(searched_words(&g.conn, &words).unwrap().len(), 2);
+    }
 
     #[test]
     fn stop_words_are_sorted_for_the_binary_search() {
@@ -290,19 +416,21 @@ mod tests {
     }
 
     #[test]
-    fn every_term_is_quoted() {
+    fn query_words_are_plain_and_the_expression_quotes_them() {
         let q = PrecedentQuery {
             targets: vec!["src/a \"b\".rs".into(), "***".into()],
-            text: "Fix NEAR(the \"parser\") -x: y* in src".into(),
+            text: "Fix NEAR(the \"parser\") -x: y* in SRC".into(),
             task_type: "code".into(),
             phase: "implement".into(),
             ..PrecedentQuery::default()
         };
+        let words = query_words(&q);
         assert_eq!(
-            match_expression(&q).unwrap(),
-            "\"src/a \"\"b\"\".rs\" OR \"fix\" OR \"near\" OR \"parser\" OR \"src\" OR \
-             \"code\" OR \"implement\""
+            words,
+            ["src", "rs", "fix", "near", "parser", "code", "implement"]
         );
-        assert_eq!(match_expression(&PrecedentQuery::default()), None);
+        assert_eq!(match_expression(&words[..2]).unwrap(), "\"src\" OR \"rs\"");
+        assert_eq!(quoted("a\"b"), "\"a\"\"b\"");
+        assert_eq!(match_expression(&[]), None);
     }
 }

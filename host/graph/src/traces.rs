@@ -10,9 +10,6 @@ use crate::{Graph, GraphError};
 pub(crate) const TRACE_COLUMNS: &str = "key, project, timestamp, task_id, task_type, phase, \
      role, step, kind, source, enforcer, action, target, what_happened, what_was_correct, why";
 
-/// The number of columns in [`TRACE_COLUMNS`].
-pub(crate) const TRACE_COLUMN_COUNT: usize = 16;
-
 const SOURCES: [TraceSource; 6] = [
     TraceSource::GuardDenial,
     TraceSource::GuardWarning,
