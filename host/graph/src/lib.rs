@@ -16,6 +16,8 @@
 //! One module per responsibility: [`db`] (opening, migrations), `traces` (recording and
 //! listing), `precedents`, `patterns`, `rules`.
 
+#![warn(missing_docs)]
+
 pub mod db;
 mod error;
 mod patterns;
@@ -25,7 +27,7 @@ mod traces;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use agentforge_core::trace::{
     trace_key, Trace, TraceContext, TraceEvent, TraceKind, TraceSource,
@@ -75,5 +77,25 @@ impl Graph {
     /// The file this database was opened from (`:memory:` for an in-memory one).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A write transaction, taking the write lock at once (waiting up to the busy timeout
+    /// for another process's): a deferred one that read first could not take it later if
+    /// another writer committed in between.
+    fn write(&mut self) -> Result<Transaction<'_>, GraphError> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_graph_can_move_to_another_thread() {
+        fn send<T: Send>() {}
+        send::<Graph>();
     }
 }

@@ -12,7 +12,7 @@ use crate::traces::{parse_source, parsed};
 use crate::{Graph, GraphError};
 
 /// How many task ids a pattern lists ([`Pattern::tasks`]).
-pub const PATTERN_TASKS: usize = 20;
+pub(crate) const PATTERN_TASKS: usize = 20;
 
 /// When `learn` proposes a rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,7 +64,7 @@ pub struct Pattern {
     pub target_glob: Option<String>,
     /// How many traces.
     pub count: u64,
-    /// The distinct tasks, most recently seen first, at most [`PATTERN_TASKS`].
+    /// The distinct tasks, most recently seen first, at most 20.
     pub tasks: Vec<String>,
     /// How many distinct tasks.
     pub task_count: u64,
@@ -89,7 +89,7 @@ impl Graph {
         settings: &LearnSettings,
         now: &str,
     ) -> Result<LearnReport, GraphError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         let (traces, patterns, new_patterns) = regroup(&tx)?;
         let proposed = propose(&tx, settings, now)?;
         tx.commit()?;

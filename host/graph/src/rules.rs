@@ -195,7 +195,7 @@ impl Graph {
     /// [`TraceSource::PersonCorrection`], enforcer `by`; approvals belong to no pattern and
     /// are never precedents).
     pub fn approve_rule(&mut self, id: i64, by: &str, now: &str) -> Result<Rule, GraphError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         let rule = decide(&tx, id, RuleStatus::Approved, by, None, now)?;
         let project: String = tx
             .query_row(
@@ -247,7 +247,7 @@ impl Graph {
         reason: &str,
         now: &str,
     ) -> Result<Rule, GraphError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         let rule = decide(&tx, id, RuleStatus::Rejected, by, Some(reason), now)?;
         tx.commit()?;
         Ok(rule)
@@ -490,7 +490,7 @@ fn reason(
     };
     let mut out = match effect {
         RuleEffect::Deny => format!("Do not call `{action}`{when}."),
-        RuleEffect::Warn => format!("Take care calling `{action}`{when}: it was corrected before."),
+        RuleEffect::Warn => format!("Take care calling `{action}`{when}: it was flagged before."),
     };
     let correct = correct.trim();
     if !correct.is_empty() {

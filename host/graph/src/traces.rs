@@ -30,7 +30,7 @@ impl Graph {
     /// Records `traces` in one transaction. A trace whose key is already stored (the host
     /// copies a step's traces again after a crash) is skipped; returns how many were new.
     pub fn record(&mut self, traces: &[Trace]) -> Result<usize, GraphError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         let added = insert_traces(&tx, traces)?;
         tx.commit()?;
         Ok(added)

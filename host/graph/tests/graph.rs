@@ -192,6 +192,61 @@ fn traces_come_back_newest_first_and_filtered_by_task() {
     assert_eq!(one, ["t-1#1#0"]);
 }
 
+#[test]
+fn two_processes_creating_one_file_at_once_both_open_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..10 {
+        let path = dir.path().join(format!("graph-{round}.db"));
+        let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let openers: Vec<_> = (0..2)
+            .map(|_| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    Graph::open(&path).map(|_| ())
+                })
+            })
+            .collect();
+        for o in openers {
+            o.join().unwrap().unwrap();
+        }
+        assert_eq!(user_version(&path), 1);
+    }
+}
+
+#[test]
+fn two_writers_on_one_file_wait_for_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("graph.db");
+    drop(Graph::open(&path).unwrap());
+    let writers: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|who| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut g = Graph::open(&path).unwrap();
+                for batch in 0..100 {
+                    let traces: Vec<_> = (0..5)
+                        .map(|i| no_change_denial(&format!("{who}-{batch}"), i))
+                        .collect();
+                    assert_eq!(g.record(&traces).unwrap(), 5);
+                    if batch % 25 == 0 {
+                        g.learn(&LearnSettings::default(), NOW).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let mut g = Graph::open(&path).unwrap();
+    assert_eq!(g.trace_count().unwrap(), 1_000);
+    g.learn(&LearnSettings::default(), NOW).unwrap();
+    assert_eq!(g.patterns().unwrap()[0].count, 1_000);
+    assert_eq!(g.rules(None).unwrap().len(), 1, "proposed once");
+}
+
 // --- precedents ----------------------------------------------------------------------
 
 fn query(text: &str, targets: &[&str]) -> PrecedentQuery {
