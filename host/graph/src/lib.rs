@@ -25,6 +25,8 @@ mod precedents;
 mod rules;
 mod traces;
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
@@ -47,6 +49,10 @@ pub struct Graph {
     conn: Connection,
     /// The file it was opened from (`:memory:` for an in-memory database), for errors.
     path: PathBuf,
+    /// Words found too common to search for (see `precedents`). Traces are never deleted,
+    /// so a word once common stays common: remembering it spares the next queries the
+    /// probe.
+    common_words: RefCell<HashSet<String>>,
 }
 
 impl Graph {
@@ -62,6 +68,7 @@ impl Graph {
         Ok(Graph {
             conn,
             path: path.to_path_buf(),
+            common_words: RefCell::default(),
         })
     }
 
@@ -71,6 +78,7 @@ impl Graph {
         Ok(Graph {
             conn,
             path: PathBuf::from(":memory:"),
+            common_words: RefCell::default(),
         })
     }
 

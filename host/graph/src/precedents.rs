@@ -8,7 +8,8 @@
 //!   there), and the rarest words are kept while their documents add up to at most
 //!   [`FTS_MATCH_BUDGET`]. bm25 reads every matching row (its IDF counts them all), so a
 //!   word found in half the traces would cost tens of milliseconds at 100,000 traces and
-//!   add nothing to the ranking;
+//!   add nothing to the ranking. A [`Graph`] remembers the common words it met (traces are
+//!   never deleted, so they stay common) and does not probe them again;
 //! - index look-ups: the latest traces on the same targets, of the same task, and of the
 //!   same task type and phase.
 //!
@@ -16,6 +17,7 @@
 //! task, task type, phase, role, an exact target and recency. One trace per pattern is
 //! kept, the most relevant, and only those are read whole.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use agentforge_core::trace::Trace;
@@ -41,6 +43,8 @@ pub const MAX_QUERY_WORDS: usize = 24;
 pub const COMMON_WORD_DOCS: usize = 1_000;
 /// The words searched for match at most this many traces together (the rarest first).
 pub const FTS_MATCH_BUDGET: usize = 2_500;
+/// How many common words a [`Graph`] remembers (it forgets them all when full).
+pub const MAX_COMMON_WORDS: usize = 4_096;
 
 /// bm25's weights per column: what_happened, what_was_correct, why, action, target,
 /// enforcer.
@@ -210,7 +214,7 @@ impl Graph {
             Ok(())
         };
 
-        let terms = searched_words(&self.conn, &query_words(q))?;
+        let terms = searched_words(&self.conn, &self.common_words, &query_words(q))?;
         if let Some(expr) = match_expression(&terms) {
             let mut stmt = self.conn.prepare_cached(&format!(
                 "SELECT {CANDIDATE_COLUMNS}, f.score FROM ( \
@@ -308,18 +312,32 @@ pub(crate) fn query_words(q: &PrecedentQuery) -> Vec<String> {
 }
 
 /// The words worth searching for: each word's document count probed (up to
-/// [`COMMON_WORD_DOCS`]), the common ones left out, the rarest kept while their counts add
-/// up to at most [`FTS_MATCH_BUDGET`]. Words found nowhere are left out too.
-fn searched_words(conn: &Connection, words: &[String]) -> Result<Vec<String>, GraphError> {
+/// [`COMMON_WORD_DOCS`]), the common ones left out (and remembered in `common`, at most
+/// [`MAX_COMMON_WORDS`] of them), the rarest kept while their counts add up to at most
+/// [`FTS_MATCH_BUDGET`]. Words found nowhere are left out too.
+fn searched_words(
+    conn: &Connection,
+    common: &RefCell<HashSet<String>>,
+    words: &[String],
+) -> Result<Vec<String>, GraphError> {
     let mut probe = conn.prepare_cached(&format!(
         "SELECT count(*) FROM (SELECT 1 FROM traces_fts WHERE traces_fts MATCH ?1 \
          LIMIT {COMMON_WORD_DOCS})"
     ))?;
+    let mut common = common.borrow_mut();
     let mut counted = Vec::with_capacity(words.len());
     for w in words {
+        if common.contains(w) {
+            continue;
+        }
         let docs: i64 = probe.query_row(params![quoted(w)], |r| r.get(0))?;
         let docs = docs.max(0) as usize;
-        if docs > 0 && docs < COMMON_WORD_DOCS {
+        if docs >= COMMON_WORD_DOCS {
+            if common.len() == MAX_COMMON_WORDS {
+                common.clear();
+            }
+            common.insert(w.clone());
+        } else if docs > 0 {
             counted.push((docs, w));
         }
     }
@@ -395,7 +413,16 @@ mod tests {
         let words: Vec<String> = ["everywhere", "often", "nowhere", "rare"]
             .map(String::from)
             .to_vec();
-        assert_eq!(searched_words(&g.conn, &words).unwrap(), ["rare", "often"]);
+        assert_eq!(
+            searched_words(&g.conn, &g.common_words, &words).unwrap(),
+            ["rare", "often"]
+        );
+        // The common word is remembered, and stays left out.
+        assert!(g.common_words.borrow().contains("everywhere"));
+        assert_eq!(
+            searched_words(&g.conn, &g.common_words, &words).unwrap(),
+            ["rare", "often"]
+        );
     }
 
     #[test]
@@ -407,7 +434,12 @@ mod tests {
             .collect();
         g.record(&traces).unwrap();
         let words: Vec<String> = ["alpha", "beta", "gamma"].map(String::from).to_vec();
-        assert_eq!(searched_words(&g.conn, &words).unwrap().len(), 2);
+        assert_eq!(
+            searched_words(&g.conn, &g.common_words, &words)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
