@@ -627,7 +627,10 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
     // Wired like the built-ins: the first denial wins.
     let mut guards = Guards::default();
     guards.push(find(&loaded, "guard-tested-evidence").as_guard().unwrap());
-    assert_eq!(guards.check(&complete, &spec, &state), GuardDecision::Allow);
+    assert_eq!(
+        guards.check(&complete, &spec, &state).decision,
+        GuardDecision::Allow
+    );
 
     // block-tested-true on `set_field`.
     let tested = find(&loaded, "guard-tested-evidence").wasm_guard().unwrap();

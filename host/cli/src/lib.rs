@@ -9,7 +9,8 @@ pub use agentforge_core::{
     actions, budget, command, cost, extract, fault, focus, gates, guards, hash, model, phases,
     sanitize, task, text, working_memory,
 };
-pub use agentforge_engine::{config, executor, mcp, session, task_git};
+pub use agentforge_engine::{config, executor, learning, mcp, session, task_git};
+pub use agentforge_graph as graph;
 pub use agentforge_loops as loops;
 pub use agentforge_plugin_host as plugins;
 pub use agentforge_providers as providers;

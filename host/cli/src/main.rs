@@ -19,6 +19,7 @@ use agentforge::task::TaskSpec;
 use agentforge::task_git::{Started, TaskGitError, TaskRepo};
 use agentforge::tools::Workspace;
 
+mod learning_cli;
 mod sprint;
 mod trajectories;
 
@@ -219,6 +220,34 @@ enum Command {
         /// The HTML file to write.
         #[arg(long, value_name = "OUT")]
         html: PathBuf,
+    },
+    /// Group the recorded traces of enforcement into patterns and propose guards for
+    /// the patterns over the threshold ([learning] in agentforge.toml).
+    Learn {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the patterns learned from traces: count, tasks, first and last seen.
+    Patterns {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rules learned from patterns: list, approve or reject what was proposed.
+    #[command(subcommand)]
+    Guards(learning_cli::GuardsCommand),
+    /// List the newest traces of enforcement (guard denials, auto-reverts, loops...).
+    Traces {
+        /// Only this task's traces.
+        #[arg(long)]
+        task: Option<String>,
+        /// How many (newest first).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Post-mortems of recorded runs.
     #[command(subcommand)]
@@ -598,6 +627,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Inspect(InspectCommand::Loops { source, format }) => {
             inspect_loops(g, source, format)
+        }
+        Command::Learn { json } => learning_cli::learn(g, *json),
+        Command::Patterns { json } => learning_cli::patterns(g, *json),
+        Command::Guards(cmd) => learning_cli::guards(g, cmd),
+        Command::Traces { task, limit, json } => {
+            learning_cli::traces(g, task.as_deref(), *limit, *json)
         }
         Command::Show { task_id, step } => trajectories::show(g, task_id, *step),
         Command::Report { task_id, html } => trajectories::report(g, task_id, html),

@@ -987,7 +987,11 @@ fn precedents_are_shown_after_the_instructions_most_relevant_first() {
     fx.precedents = (0..2).map(precedent).collect();
     let p = build(&fx.input(), &Budgets::default()).unwrap();
     assert_exact_total(&p);
-    let at = |key: &str| p.user.find(key).unwrap_or_else(|| panic!("{key} in {}", p.user));
+    let at = |key: &str| {
+        p.user
+            .find(key)
+            .unwrap_or_else(|| panic!("{key} in {}", p.user))
+    };
     assert!(at("precedents:") < at("focus:"));
     assert!(at("attempt 0") < at("attempt 1"));
     let section = p.sections.iter().find(|s| s.name == "precedents").unwrap();
@@ -1003,9 +1007,20 @@ fn precedents_over_their_budget_keep_the_most_relevant() {
     assert_exact_total(&p);
     let section = p.sections.iter().find(|s| s.name == "precedents").unwrap();
     assert!(section.compressed, "{section:?}");
-    assert!(section.tokens <= Budgets::default().precedents, "{section:?}");
-    assert!(p.user.contains("attempt 0"), "the first is kept: {}", p.user);
-    assert!(!p.user.contains("attempt 39"), "the last is dropped: {}", p.user);
+    assert!(
+        section.tokens <= Budgets::default().precedents,
+        "{section:?}"
+    );
+    assert!(
+        p.user.contains("attempt 0"),
+        "the first is kept: {}",
+        p.user
+    );
+    assert!(
+        !p.user.contains("attempt 39"),
+        "the last is dropped: {}",
+        p.user
+    );
 }
 
 #[test]

@@ -20,6 +20,15 @@ pub enum GuardDecision {
     Deny(String),
 }
 
+/// A decision of a run's guards and who made it: the enforcer a trace names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ruling {
+    /// Allow, the warnings joined, or the first denial.
+    pub decision: GuardDecision,
+    /// The guard that denied, or the guards that warned (none for allow).
+    pub by: Vec<String>,
+}
+
 /// A policy checked before every action.
 pub trait Guard: Send + Sync {
     /// Name, for logs.
@@ -150,7 +159,7 @@ impl Guards {
     }
 
     /// The first denial, else all warnings joined, else allow.
-    pub fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> GuardDecision {
+    pub fn check(&self, action: &Action, task: &TaskSpec, state: &TaskState) -> Ruling {
         let input = GuardInput::new(task, state);
         self.decide(|g| g.check_with(action, &input))
     }
@@ -162,25 +171,35 @@ impl Guards {
         arguments: &serde_json::Value,
         task: &TaskSpec,
         state: &TaskState,
-    ) -> GuardDecision {
+    ) -> Ruling {
         let input = GuardInput::new(task, state);
         self.decide(|g| g.check_write(field, arguments, &input))
     }
 
-    fn decide(&self, ask: impl Fn(&dyn Guard) -> GuardDecision) -> GuardDecision {
+    fn decide(&self, ask: impl Fn(&dyn Guard) -> GuardDecision) -> Ruling {
         let mut warnings = Vec::new();
+        let mut by = Vec::new();
         for g in &self.list {
             match ask(g.as_ref()) {
                 GuardDecision::Allow => {}
-                GuardDecision::Warn(w) => warnings.push(format!("{}: {w}", g.name())),
-                deny @ GuardDecision::Deny(_) => return deny,
+                GuardDecision::Warn(w) => {
+                    warnings.push(format!("{}: {w}", g.name()));
+                    by.push(g.name().to_string());
+                }
+                deny @ GuardDecision::Deny(_) => {
+                    return Ruling {
+                        decision: deny,
+                        by: vec![g.name().to_string()],
+                    }
+                }
             }
         }
-        if warnings.is_empty() {
+        let decision = if warnings.is_empty() {
             GuardDecision::Allow
         } else {
             GuardDecision::Warn(warnings.join("; "))
-        }
+        };
+        Ruling { decision, by }
     }
 }
 
@@ -217,9 +236,12 @@ mod tests {
         let st = state_with(&exact_signature(&edit("old")));
         let g = Guards::default();
         assert!(
-            matches!(g.check(&edit("old"), &spec(), &st), GuardDecision::Deny(r) if r.contains("since step 4"))
+            matches!(g.check(&edit("old"), &spec(), &st).decision, GuardDecision::Deny(r) if r.contains("since step 4"))
         );
-        assert_eq!(g.check(&edit("other"), &spec(), &st), GuardDecision::Allow);
+        assert_eq!(
+            g.check(&edit("other"), &spec(), &st).decision,
+            GuardDecision::Allow
+        );
     }
 
     #[test]
@@ -238,7 +260,7 @@ mod tests {
         let st = state_with("edit_file:a.txt#0badc0de");
         let g = Guards::default();
         assert!(matches!(
-            g.check(&edit("anything"), &spec(), &st),
+            g.check(&edit("anything"), &spec(), &st).decision,
             GuardDecision::Deny(_)
         ));
         // A target that itself holds `#` is not mistaken for a legacy hash.
@@ -248,7 +270,7 @@ mod tests {
             old_text: "x".into(),
             new_text: "y".into(),
         };
-        assert_eq!(g.check(&other, &spec(), &st), GuardDecision::Allow);
+        assert_eq!(g.check(&other, &spec(), &st).decision, GuardDecision::Allow);
     }
 
     #[test]
@@ -256,7 +278,7 @@ mod tests {
         let st = state_with("edit_file:a.txt");
         let g = Guards::default();
         assert!(matches!(
-            g.check(&edit("x"), &spec(), &st),
+            g.check(&edit("x"), &spec(), &st).decision,
             GuardDecision::Deny(_)
         ));
         let read = Action::ReadFile {
@@ -264,6 +286,6 @@ mod tests {
             start_line: None,
             end_line: None,
         };
-        assert_eq!(g.check(&read, &spec(), &st), GuardDecision::Allow);
+        assert_eq!(g.check(&read, &spec(), &st).decision, GuardDecision::Allow);
     }
 }

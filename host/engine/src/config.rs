@@ -52,6 +52,8 @@ pub struct Config {
     pub git: crate::task_git::GitConfig,
     /// MCP servers whose tools a run offers.
     pub mcp: crate::mcp::McpConfig,
+    /// Learning from enforcement: traces, precedents, patterns, proposed guards.
+    pub learning: crate::learning::LearningConfig,
     /// `[pricing."<model>"]`: prices replacing or adding to the shipped defaults.
     pub pricing: std::collections::BTreeMap<String, PriceConfig>,
 }
@@ -505,6 +507,15 @@ impl Config {
                 "limits.command_timeout_secs",
                 "must be at least 1".into(),
             ));
+        }
+        if self.learning.propose_threshold == 0 {
+            return Err(err(
+                "learning.propose_threshold",
+                "must be at least 1 (a pattern seen once is not yet a pattern)".into(),
+            ));
+        }
+        if self.learning.min_tasks == 0 {
+            return Err(err("learning.min_tasks", "must be at least 1".into()));
         }
         if self.loops.max_detections == 0 {
             return Err(err("loops.max_detections", "must be at least 1".into()));

@@ -34,6 +34,7 @@ use agentforge_core::state::{
 };
 use agentforge_core::task::{CheckKind, CheckSpec, TaskSpec};
 use agentforge_core::text::cut;
+use agentforge_core::trace::TraceEvent;
 use agentforge_core::trajectory::{Answer, Trajectory, TRAJECTORY_VERSION};
 use agentforge_core::working_memory::{ItemKind, MemoryItem, WorkingMemory};
 use agentforge_loops::{LoopDetector, LoopType, StepView};
@@ -41,6 +42,8 @@ use agentforge_providers::{Provider, ProviderError};
 use agentforge_store::commands::run_command;
 use agentforge_store::state_store::{Recovery, StoreError, TaskDir, TaskStore};
 use agentforge_store::tools::{self, ExtraTool, Workspace};
+
+use crate::learning::{self, Learning};
 
 /// A step a guard refused: skipped, with the reason as its error and as the feedback the
 /// next step shows.
@@ -321,6 +324,8 @@ pub struct Runtime {
     pub record_session: Option<crate::session::SessionRecorder>,
     /// The load errors of plugins loaded on first use, for [`Runtime::load_deferred_plugins`].
     late_warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The trace database: traces of enforcement, precedents, patterns, learned rules.
+    pub learning: Learning,
 }
 
 /// The embedded built-ins `builtins`, loaded, with the folder plugins `from_folders`: a
@@ -465,7 +470,9 @@ impl Runtime {
                 agentforge_store::secrets::install(agentforge_store::secrets::EnvPolicy::default());
             }
         }
+        let learning = Learning::new(workspace.root(), config.learning.clone());
         Runtime {
+            learning,
             store,
             prompts: Prompts::new(Some(&prompt_dir)),
             schemas: SchemaRegistry::default(),
@@ -825,6 +832,8 @@ struct Acted {
     target: Option<String>,
     exact_signature: Option<String>,
     feedback: Option<String>,
+    /// The guards' denials and warnings of this step.
+    traces: Vec<TraceEvent>,
 }
 
 /// What stage *decide* looks at: the step as classified and acted.
@@ -838,6 +847,8 @@ struct Observed<'a> {
 struct Decided {
     detection: Option<LoopWarning>,
     feedback: Option<String>,
+    /// The auto-revert and the loop seen at this step.
+    traces: Vec<TraceEvent>,
 }
 
 /// Outcome of executing one action, before it is recorded.
@@ -1263,9 +1274,11 @@ impl<'r> Executor<'r> {
         // Read every step, like the rest of the context: an edit to AGENTS.md shows next step.
         let instructions =
             agentforge_store::instructions::discover(&self.rt.workspace, &spec.named_paths());
+        let precedents = self.rt.learning.precedents(&spec, &state);
         let input = ContextInput {
             system_prompt: &system,
             instructions: &instructions.files,
+            precedents: &precedents,
             task: TaskFrame {
                 id: spec.id.clone(),
                 goal: spec.goal.clone(),
@@ -1427,12 +1440,23 @@ impl<'r> Executor<'r> {
                 .path()
                 .join(agentforge_store::commands::GROUPS_FILE),
         ));
+        // A kill between the last step's log line and the copy of its traces.
+        let spec = self.dir.spec()?;
+        let last = self
+            .dir
+            .recent_actions::<agentforge_core::state::AfterVerification>(1)?;
+        self.rt.learning.sync_last(&spec, last.last());
         let outcome = self.run_steps(stop).await;
         groups.record_in(None);
         // The run ends with its log on the disk (the last line's flush may be in flight).
         let flushed = self.dir.wait_flushed();
         let outcome = outcome?;
         flushed?;
+        // At a task's end its traces are grouped into patterns (seed 003's
+        // `extract_patterns`), and a pattern over the threshold is proposed as a guard.
+        if outcome.status.is_terminal() {
+            self.rt.learning.learn_after_task(self.rt.progress);
+        }
         Ok(outcome)
     }
 
@@ -1617,7 +1641,7 @@ impl<'r> Executor<'r> {
             loop_detection: decided.detection,
             file_hashes: acted.executed.file_hashes,
             trajectory: None,
-            traces: Vec::new(),
+            traces: acted.traces.into_iter().chain(decided.traces).collect(),
             state_after: state,
         };
         let (trajectory, written) = writing.await.map_err(|e| StoreError::Io {
@@ -1626,6 +1650,9 @@ impl<'r> Executor<'r> {
             source: std::io::Error::other(e.to_string()),
         })?;
         let record = self.record(record, trajectory, written?, memory)?;
+        // The line is written: its traces go to the database (a kill before this is
+        // made good by the resume's `sync_last`; the key makes a repeat a no-op).
+        self.rt.learning.record_step(&spec, &record);
         Ok(StepReport { record })
     }
 
@@ -1719,6 +1746,7 @@ impl<'r> Executor<'r> {
         let mut target = None;
         let mut exact_signature: Option<String> = None;
         let mut feedback: Option<String> = None;
+        let mut traces = Vec::new();
         let executed = match call {
             Err(problem) => {
                 state.consecutive_invalid += 1;
@@ -1761,11 +1789,18 @@ impl<'r> Executor<'r> {
                         "value": true,
                         "evidence": finish.evidence,
                     });
-                    self.rt
+                    let ruling = self
+                        .rt
                         .guards
                         .get()
                         .map_err(ExecError::Plugins)?
-                        .check_write("subtask.tested", &args, spec, state)
+                        .check_write("subtask.tested", &args, spec, state);
+                    traces.extend(learning::guard_event(
+                        &ruling,
+                        "set_field",
+                        Some("subtask.tested"),
+                    ));
+                    ruling.decision
                 } else {
                     GuardDecision::Allow
                 };
@@ -1789,13 +1824,18 @@ impl<'r> Executor<'r> {
                     .target()
                     .map(|t| bound_text(&t, MAX_LOGGED_TARGET_CHARS));
                 exact_signature = Some(agentforge_core::guards::exact_signature(&action));
-                match self
+                let ruling = self
                     .rt
                     .guards
                     .get()
                     .map_err(ExecError::Plugins)?
-                    .check(&action, spec, state)
-                {
+                    .check(&action, spec, state);
+                traces.extend(learning::guard_event(
+                    &ruling,
+                    action.name(),
+                    target.as_deref(),
+                ));
+                match ruling.decision {
                     GuardDecision::Deny(reason) => refused(reason, &mut feedback),
                     decision => {
                         if let GuardDecision::Warn(w) = decision {
@@ -1850,6 +1890,7 @@ impl<'r> Executor<'r> {
             target,
             exact_signature,
             feedback,
+            traces,
         })
     }
 
@@ -1892,6 +1933,28 @@ impl<'r> Executor<'r> {
         };
         let detection =
             self.detect_loop(state, log_tail, current, acted.exact_signature.as_deref())?;
+        let mut traces = Vec::new();
+        if executed.reverted {
+            let checks = executed
+                .edit
+                .as_ref()
+                .and_then(|e| e.reverted.as_ref())
+                .map(|r| r.checks.clone())
+                .unwrap_or_default();
+            traces.push(learning::revert_event(
+                action_name,
+                acted.target.as_deref(),
+                &checks,
+                &executed.summary,
+            ));
+        }
+        if let Some(d) = &detection {
+            traces.push(learning::loop_event(
+                action_name,
+                acted.target.as_deref(),
+                d,
+            ));
+        }
 
         // The plan: this step belongs to the active subtask; a reverted change is a
         // failure of that subtask (two failures block it, seed 004).
@@ -1949,6 +2012,7 @@ impl<'r> Executor<'r> {
         Ok(Decided {
             detection,
             feedback,
+            traces,
         })
     }
 

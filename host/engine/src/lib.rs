@@ -6,6 +6,7 @@ pub mod config;
 pub mod deferred;
 pub mod executor;
 pub mod git;
+pub mod learning;
 pub mod mcp;
 pub mod session;
 pub mod task_git;

@@ -1,0 +1,508 @@
+//! Learning from enforcement (seed 003, layer 3) as a run uses it.
+//!
+//! - A step's enforcement events (a guard's denial or warning, a refused `complete`, an
+//!   auto-revert, a loop) become [`TraceEvent`]s in the step's log line
+//!   ([`guard_event`], [`revert_event`], [`loop_event`]).
+//! - Once the line is written they are copied into `.agentforge/graph.db`
+//!   ([`Learning::record_step`]), keyed by task, step and index, so the copy repeated
+//!   when a killed run resumes ([`Learning::sync_last`]) or by `agentforge learn`
+//!   ([`Learning::sync_log`]) adds nothing twice.
+//! - Before each step the most relevant traces are shown as `precedents:`
+//!   ([`Learning::precedents`]).
+//! - At a task's end (and on `agentforge learn`) traces are grouped into patterns and
+//!   patterns over the threshold become proposed rules ([`Learning::learn`]); approved
+//!   rules reach the `guard-learned-rules` plugin ([`Learning::approved_rules_json`]).
+//!
+//! Learning never stops a run: the log line is the record, so a trace the database
+//! could not take (a locked or broken file) is reported and copied on the next sync.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use agentforge_context::Precedent as ShownPrecedent;
+use agentforge_core::guards::{GuardDecision, Ruling};
+use agentforge_core::state::{ActionRecord, LoopWarning, TaskState};
+use agentforge_core::task::TaskSpec;
+use agentforge_core::text::cut;
+use agentforge_core::trace::{trace_key, Trace, TraceContext, TraceEvent, TraceKind, TraceSource};
+use agentforge_graph::{Graph, GraphError, LearnReport, LearnSettings, PrecedentQuery};
+
+/// The trace database, in the workspace's `.agentforge/`.
+pub const GRAPH_FILE: &str = "graph.db";
+
+/// Longest text of a trace field: a trace is one event, not a log.
+const MAX_FIELD_CHARS: usize = 400;
+
+/// `[learning]` in `agentforge.toml`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LearningConfig {
+    /// Record traces, show precedents and learn patterns (default `true`).
+    pub enabled: bool,
+    /// Most precedents a prompt shows (default 3; 0 shows none, traces are still kept).
+    pub precedents: usize,
+    /// A pattern seen this many times becomes a proposed guard (default 3).
+    pub propose_threshold: u32,
+    /// ... when it was seen in at least this many tasks (default 1).
+    pub min_tasks: u32,
+    /// Approve proposed guards without a person (default `false`): nothing a run
+    /// learned is enforced before a person, or this setting, approves it.
+    pub auto_approve: bool,
+}
+
+impl Default for LearningConfig {
+    fn default() -> Self {
+        LearningConfig {
+            enabled: true,
+            precedents: 3,
+            propose_threshold: 3,
+            min_tasks: 1,
+            auto_approve: false,
+        }
+    }
+}
+
+/// What went wrong with the trace database.
+#[derive(Debug, thiserror::Error)]
+pub enum LearningError {
+    /// The database refused an operation (its error names the file).
+    #[error(transparent)]
+    Graph(Box<GraphError>),
+    /// Learning is off (`[learning] enabled = false`).
+    #[error("learning is off ([learning] enabled = false in agentforge.toml)")]
+    Disabled,
+}
+
+/// The trace database of a workspace, opened on first use.
+pub struct Learning {
+    path: PathBuf,
+    project: String,
+    config: LearningConfig,
+    graph: Mutex<Option<Graph>>,
+    /// The last precedents shown and what they were asked for: a step whose question is
+    /// the same, with no trace written since, reuses them (no query per step).
+    shown: Mutex<Option<(String, Vec<ShownPrecedent>)>>,
+    /// Traces this process wrote (part of the cache key).
+    written: std::sync::atomic::AtomicU64,
+    /// `written` when patterns were last learned.
+    learned_at: std::sync::atomic::AtomicU64,
+    /// The database's failures are reported once per process, not per step.
+    warned: std::sync::atomic::AtomicBool,
+}
+
+impl Learning {
+    /// The learning of the workspace at `root`.
+    pub fn new(root: &Path, config: LearningConfig) -> Learning {
+        let project = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "workspace".to_string());
+        Learning {
+            path: root.join(".agentforge").join(GRAPH_FILE),
+            project,
+            config,
+            graph: Mutex::new(None),
+            shown: Mutex::new(None),
+            written: Default::default(),
+            learned_at: Default::default(),
+            warned: Default::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LearningConfig {
+        &self.config
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the database, opening it first if needed.
+    pub fn with_graph<R>(
+        &self,
+        f: impl FnOnce(&mut Graph) -> Result<R, GraphError>,
+    ) -> Result<R, LearningError> {
+        if !self.config.enabled {
+            return Err(LearningError::Disabled);
+        }
+        let wrap = |e| LearningError::Graph(Box::new(e));
+        let mut guard = self.graph.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(Graph::open(&self.path).map_err(wrap)?);
+        }
+        f(guard.as_mut().expect("opened above")).map_err(wrap)
+    }
+
+    /// Reports a failure of the database once per process; the run goes on (the log
+    /// line holds the traces).
+    fn warn(&self, e: &LearningError) {
+        if matches!(e, LearningError::Disabled) {
+            return;
+        }
+        if !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!(
+                "warning: {e}; traces stay in the task logs and are copied by `agentforge learn`"
+            );
+        }
+    }
+
+    /// The traces of `record` (a step of `spec`) as the database keeps them.
+    pub fn traces_of<S>(&self, spec: &TaskSpec, record: &ActionRecord<S>) -> Vec<Trace> {
+        record
+            .traces
+            .iter()
+            .enumerate()
+            .map(|(i, event)| Trace {
+                key: trace_key(&spec.id, record.step, i),
+                project: self.project.clone(),
+                timestamp: record.timestamp.clone(),
+                context: TraceContext {
+                    task_id: spec.id.clone(),
+                    task_type: spec.task_type.clone(),
+                    phase: record.phase.clone(),
+                    role: spec.role.clone(),
+                    step: record.step,
+                },
+                event: event.clone(),
+            })
+            .collect()
+    }
+
+    /// Copies the traces of a step whose log line is written. Returns how many were new.
+    pub fn record_step<S>(&self, spec: &TaskSpec, record: &ActionRecord<S>) -> usize {
+        if record.traces.is_empty() || !self.config.enabled {
+            return 0;
+        }
+        let traces = self.traces_of(spec, record);
+        match self.with_graph(|g| g.record(&traces)) {
+            Ok(n) => {
+                self.written
+                    .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                n
+            }
+            Err(e) => {
+                self.warn(&e);
+                0
+            }
+        }
+    }
+
+    /// Copies the traces of the last recorded step of a task being resumed: a kill
+    /// between its log line and the copy leaves them only in the line.
+    pub fn sync_last<S>(&self, spec: &TaskSpec, last: Option<&ActionRecord<S>>) -> usize {
+        last.map_or(0, |r| self.record_step(spec, r))
+    }
+
+    /// Copies the traces of every step of a task's log (what a failed copy left out).
+    pub fn sync_log(
+        &self,
+        spec: &TaskSpec,
+        records: &[ActionRecord],
+    ) -> Result<usize, LearningError> {
+        let traces: Vec<Trace> = records
+            .iter()
+            .flat_map(|r| self.traces_of(spec, r))
+            .collect();
+        if traces.is_empty() {
+            return Ok(0);
+        }
+        let n = self.with_graph(|g| g.record(&traces))?;
+        self.written
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// The precedents to show before the next step of `spec` in `state`, most relevant
+    /// first (none when learning is off, the database is empty or cannot be read).
+    pub fn precedents(&self, spec: &TaskSpec, state: &TaskState) -> Vec<ShownPrecedent> {
+        if !self.config.enabled || self.config.precedents == 0 {
+            return Vec::new();
+        }
+        // No database yet: nothing was ever traced here, and opening one would create it.
+        if !self.path.exists() && self.written.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let mut text = spec.goal.clone();
+        if let Some(sub) = state.focus.current_subtask() {
+            text.push(' ');
+            text.push_str(&sub.description);
+        }
+        let mut targets = spec.named_paths();
+        for f in state.files_modified.iter().rev().take(5) {
+            if !targets.contains(f) {
+                targets.push(f.clone());
+            }
+        }
+        let query = PrecedentQuery {
+            task_id: spec.id.clone(),
+            task_type: spec.task_type.clone(),
+            phase: state.phase.clone(),
+            role: spec.role.clone(),
+            targets,
+            text,
+            limit: self.config.precedents,
+        };
+        let key = format!(
+            "{}\u{1f}{}\u{1f}{}\u{1f}{}",
+            self.written.load(std::sync::atomic::Ordering::Relaxed),
+            query.phase,
+            query.text,
+            query.targets.join("\u{1e}")
+        );
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, v)) = shown.as_ref() {
+            if *k == key {
+                return v.clone();
+            }
+        }
+        let found = match self.with_graph(|g| g.precedents(&query)) {
+            Ok(found) => found,
+            Err(e) => {
+                self.warn(&e);
+                return Vec::new();
+            }
+        };
+        let view: Vec<ShownPrecedent> = found.iter().map(show).collect();
+        *shown = Some((key, view.clone()));
+        view
+    }
+
+    /// Groups the traces into patterns and proposes rules; with `auto_approve`, approves
+    /// what it proposed (recorded as approved by `config`).
+    pub fn learn(&self) -> Result<LearnReport, LearningError> {
+        let settings = LearnSettings {
+            propose_threshold: self.config.propose_threshold,
+            min_tasks: self.config.min_tasks,
+        };
+        let now = now();
+        let report = self.with_graph(|g| g.learn(&settings, &now))?;
+        if self.config.auto_approve {
+            for rule in &report.proposed {
+                self.with_graph(|g| {
+                    g.approve_rule(rule.id, "config: [learning] auto_approve", &now)
+                })?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// [`Learning::learn`] at a task's end, when this process recorded traces since the
+    /// last time; says what was proposed (and approved, with `auto_approve`). A failure
+    /// is reported, not raised: the task's outcome stands.
+    pub fn learn_after_task(&self, verbose: bool) {
+        let written = self.written.load(std::sync::atomic::Ordering::Relaxed);
+        if written
+            == self
+                .learned_at
+                .swap(written, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        match self.learn() {
+            Ok(report) => {
+                for rule in &report.proposed {
+                    let approved = if self.config.auto_approve {
+                        "approved by [learning] auto_approve"
+                    } else {
+                        "approve with `agentforge guards approve`"
+                    };
+                    eprintln!(
+                        "learned: guard #{} proposed for `{}` ({}); {approved}",
+                        rule.id, rule.rule.action, rule.rule.pattern
+                    );
+                }
+                if verbose {
+                    eprintln!(
+                        "learned: {} traces in {} patterns ({} new)",
+                        report.traces, report.patterns, report.new_patterns
+                    );
+                }
+            }
+            Err(e) => self.warn(&e),
+        }
+    }
+
+    /// The approved rules as the `guard-learned-rules` plugin reads them (none when there
+    /// is no database yet).
+    pub fn approved_rules_json(&self) -> Result<Vec<serde_json::Value>, LearningError> {
+        if !self.config.enabled || !self.path.exists() {
+            return Ok(Vec::new());
+        }
+        let rules = self.with_graph(|g| g.approved_rules())?;
+        Ok(rules
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect())
+    }
+}
+
+/// Now, as traces and decisions record time.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// How a precedent is shown.
+fn show(p: &agentforge_graph::Precedent) -> ShownPrecedent {
+    let t = &p.trace;
+    let e = &t.event;
+    let day = t.timestamp.get(..10).unwrap_or(&t.timestamp);
+    let mut seen = if p.pattern_count > 1 {
+        format!("{} times, last {day}", p.pattern_count)
+    } else {
+        format!("once, {day}")
+    };
+    if p.same_task {
+        seen.push_str(" (this task)");
+    }
+    ShownPrecedent {
+        seen,
+        happened: cut(
+            &format!("{} ({}: {})", e.what_happened, e.enforcer, e.why),
+            MAX_FIELD_CHARS,
+        )
+        .into_owned(),
+        correct: cut(&e.what_was_correct, MAX_FIELD_CHARS).into_owned(),
+        rule: p.rule.as_ref().map(|r| {
+            let on = r
+                .target_glob
+                .as_deref()
+                .map(|g| format!(" on `{g}`"))
+                .unwrap_or_default();
+            let effect = serde_json::to_value(r.effect)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            format!(
+                "learned rule #{} ({effect}) applies to `{}`{on}",
+                r.id, r.action
+            )
+        }),
+    }
+}
+
+fn bounded(text: &str) -> String {
+    cut(text, MAX_FIELD_CHARS).into_owned()
+}
+
+/// The trace of a guard's ruling on `action` (`target`): a denial (of `complete`: a
+/// refused `complete`) or a warning; none for allow.
+pub fn guard_event(ruling: &Ruling, action: &str, target: Option<&str>) -> Option<TraceEvent> {
+    let enforcer = ruling.by.join(", ");
+    let on = target.map(|t| format!(" on `{t}`")).unwrap_or_default();
+    let (source, reason, what_happened) = match &ruling.decision {
+        GuardDecision::Allow => return None,
+        GuardDecision::Deny(reason) => {
+            let source = if action == "complete" {
+                TraceSource::RefusedComplete
+            } else {
+                TraceSource::GuardDenial
+            };
+            (source, reason, format!("tried `{action}`{on}; refused"))
+        }
+        GuardDecision::Warn(reason) => (
+            TraceSource::GuardWarning,
+            reason,
+            format!("ran `{action}`{on} despite a warning"),
+        ),
+    };
+    Some(TraceEvent {
+        kind: source.kind(),
+        source,
+        enforcer,
+        action: action.to_string(),
+        target: target.map(bounded),
+        what_happened: bounded(&what_happened),
+        what_was_correct: bounded(&format!("meet the condition before `{action}`: {reason}")),
+        why: bounded(reason),
+    })
+}
+
+/// The trace of a change the host undid because it broke `checks` that passed before.
+pub fn revert_event(
+    action: &str,
+    target: Option<&str>,
+    checks: &[String],
+    summary: &str,
+) -> TraceEvent {
+    let on = target.map(|t| format!(" of `{t}`")).unwrap_or_default();
+    let checks = if checks.is_empty() {
+        "a passing check".to_string()
+    } else {
+        checks.join(", ")
+    };
+    TraceEvent {
+        kind: TraceKind::Correction,
+        source: TraceSource::AutoRevert,
+        enforcer: "auto-revert".into(),
+        action: action.to_string(),
+        target: target.map(bounded),
+        what_happened: bounded(&format!("the change{on} broke {checks}; it was undone")),
+        what_was_correct: bounded(&format!(
+            "change it so that {checks} keep passing: read the failing assertion first, then run the checks after the edit"
+        )),
+        why: bounded(summary),
+    }
+}
+
+/// The trace of a loop the detector reported at this step.
+pub fn loop_event(action: &str, target: Option<&str>, warning: &LoopWarning) -> TraceEvent {
+    let correct = if warning.suggestions.is_empty() {
+        "change the approach instead of repeating the action".to_string()
+    } else {
+        warning.suggestions.join("; ")
+    };
+    TraceEvent {
+        kind: TraceKind::Correction,
+        source: TraceSource::LoopDetection,
+        enforcer: "loop-detector".into(),
+        action: action.to_string(),
+        target: target.map(bounded),
+        what_happened: bounded(&format!(
+            "repeated `{action}` without progress ({})",
+            warning.loop_type
+        )),
+        what_was_correct: bounded(&correct),
+        why: bounded(&warning.description),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denial_of_complete_is_a_refused_complete_and_names_its_guard() {
+        let ruling = Ruling {
+            decision: GuardDecision::Deny("no file changed since the task began".into()),
+            by: vec!["guard-verify-implementation".into()],
+        };
+        let e = guard_event(&ruling, "complete", None).unwrap();
+        assert_eq!(e.source, TraceSource::RefusedComplete);
+        assert_eq!(e.kind, TraceKind::Violation);
+        assert_eq!(e.enforcer, "guard-verify-implementation");
+        assert!(e.why.contains("no file changed"));
+        let other = guard_event(&ruling, "set_field", Some("subtask.tested")).unwrap();
+        assert_eq!(other.source, TraceSource::GuardDenial);
+        assert_eq!(other.target.as_deref(), Some("subtask.tested"));
+        let allow = Ruling {
+            decision: GuardDecision::Allow,
+            by: vec![],
+        };
+        assert!(guard_event(&allow, "complete", None).is_none());
+    }
+
+    #[test]
+    fn trace_fields_are_bounded() {
+        let ruling = Ruling {
+            decision: GuardDecision::Warn("x".repeat(5_000)),
+            by: vec!["g".into()],
+        };
+        let e = guard_event(&ruling, "edit_file", Some(&"p/".repeat(1_000))).unwrap();
+        assert!(e.why.chars().count() <= MAX_FIELD_CHARS + 1);
+        assert!(e.target.unwrap().chars().count() <= MAX_FIELD_CHARS + 1);
+    }
+}
