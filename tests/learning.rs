@@ -169,7 +169,7 @@ fn repeated_violations_become_an_approved_rule_that_blocks_the_next_task_at_once
     stubborn_task(dir, "claims-2");
 
     // Eight refusals, recorded once each, with their context.
-    let traces = json_of(dir, &["traces", "--json", "--limit", "100"]);
+    let traces = json_of(dir, &["--json", "traces", "--limit", "100"]);
     let traces = traces.as_array().unwrap();
     assert_eq!(traces.len(), 8, "{traces:#?}");
     let of = |source: &str| {
@@ -185,14 +185,14 @@ fn repeated_violations_become_an_approved_rule_that_blocks_the_next_task_at_once
         .all(|t| t["context"]["task_type"] == "fix_violation"));
 
     // The task ends learned the patterns and proposed rules; `learn` adds nothing new.
-    let learned = json_of(dir, &["learn", "--json"]);
+    let learned = json_of(dir, &["--json", "learn"]);
     assert_eq!(learned["traces"], 8, "{learned}");
     assert_eq!(
         learned["proposed"].as_array().unwrap().len(),
         0,
         "{learned}"
     );
-    let patterns = json_of(dir, &["patterns", "--json"]);
+    let patterns = json_of(dir, &["--json", "patterns"]);
     let complete_pattern = patterns
         .as_array()
         .unwrap()
@@ -202,7 +202,7 @@ fn repeated_violations_become_an_approved_rule_that_blocks_the_next_task_at_once
     assert_eq!(complete_pattern["count"], 4, "{complete_pattern}");
     assert_eq!(complete_pattern["task_count"], 2, "{complete_pattern}");
 
-    let proposed = json_of(dir, &["guards", "proposed", "--json"]);
+    let proposed = json_of(dir, &["--json", "guards", "proposed"]);
     let rule = proposed
         .as_array()
         .unwrap()
@@ -214,7 +214,7 @@ fn repeated_violations_become_an_approved_rule_that_blocks_the_next_task_at_once
     let id = rule["id"].as_i64().unwrap().to_string();
 
     // Nothing is enforced before a person approves it: the rule is not in force yet.
-    assert!(json_of(dir, &["guards", "list", "--json"])
+    assert!(json_of(dir, &["--json", "guards", "list"])
         .as_array()
         .unwrap()
         .iter()
@@ -281,12 +281,12 @@ fn a_kill_after_a_traced_steps_log_line_leaves_exactly_one_trace_after_resume() 
     .output()
     .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let traces = json_of(dir, &["traces", "--task", "killed", "--json"]);
+    let traces = json_of(dir, &["--json", "traces", "--task", "killed"]);
     assert_eq!(traces.as_array().unwrap().len(), 1, "{traces:#}");
     assert_eq!(traces[0]["context"]["step"], 2);
     // `learn` copies every log again: still one.
-    json_of(dir, &["learn", "--json"]);
-    let traces = json_of(dir, &["traces", "--task", "killed", "--json"]);
+    json_of(dir, &["--json", "learn"]);
+    let traces = json_of(dir, &["--json", "traces", "--task", "killed"]);
     assert_eq!(traces.as_array().unwrap().len(), 1, "{traces:#}");
 
     // A kill before the step's line: the step runs again, and is traced once.
@@ -317,6 +317,6 @@ fn a_kill_after_a_traced_steps_log_line_leaves_exactly_one_trace_after_resume() 
     .output()
     .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let traces = json_of(dir, &["traces", "--task", "killed-early", "--json"]);
+    let traces = json_of(dir, &["--json", "traces", "--task", "killed-early"]);
     assert_eq!(traces.as_array().unwrap().len(), 1, "{traces:#}");
 }

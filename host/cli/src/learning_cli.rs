@@ -15,17 +15,9 @@ use super::{failed, usage, workspace_root, Failure, Global};
 #[derive(Subcommand, Debug)]
 pub enum GuardsCommand {
     /// List the proposed rules, waiting for a person.
-    Proposed {
-        /// As JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Proposed,
     /// List every rule (proposed, approved, rejected).
-    List {
-        /// As JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    List,
     /// Approve a proposed rule: the `guard-learned-rules` guard enforces it from the next run.
     Approve {
         /// The rule's id (`agentforge guards proposed`).
@@ -142,27 +134,19 @@ fn rule_line(r: &Rule) -> String {
     format!(
         "#{} [{}] {} `{}`{on} when {}: {} (pattern: {})",
         r.id,
-        name(&r.status),
-        name(&rule.effect),
+        r.status.as_str(),
+        rule.effect.as_str(),
         rule.action,
-        name(&rule.condition),
+        rule.condition.as_str(),
         rule.reason,
         rule.pattern
     )
 }
 
-/// The serde (snake_case) name of a unit enum value, as stored.
-fn name<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// `agentforge guards ...`.
-pub fn guards(g: &Global, cmd: &GuardsCommand) -> Result<u8, Failure> {
+pub fn guards(g: &Global, cmd: &GuardsCommand, json: bool) -> Result<u8, Failure> {
     let l = learning(g)?;
-    let list = |status: Option<RuleStatus>, json: bool| -> Result<u8, Failure> {
+    let list = |status: Option<RuleStatus>| -> Result<u8, Failure> {
         let rules: Vec<Rule> = if l.path().exists() {
             l.with_graph(|g| g.rules(status)).map_err(failed)?
         } else {
@@ -180,8 +164,8 @@ pub fn guards(g: &Global, cmd: &GuardsCommand) -> Result<u8, Failure> {
         Ok(0)
     };
     match cmd {
-        GuardsCommand::Proposed { json } => list(Some(RuleStatus::Proposed), *json),
-        GuardsCommand::List { json } => list(None, *json),
+        GuardsCommand::Proposed => list(Some(RuleStatus::Proposed)),
+        GuardsCommand::List => list(None),
         GuardsCommand::Approve { id, by } => {
             let r = l
                 .with_graph(|g| g.approve_rule(*id, &person(by), &now()))

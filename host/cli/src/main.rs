@@ -223,17 +223,9 @@ enum Command {
     },
     /// Group the recorded traces of enforcement into patterns and propose guards for
     /// the patterns over the threshold ([learning] in agentforge.toml).
-    Learn {
-        /// As JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Learn,
     /// List the patterns learned from traces: count, tasks, first and last seen.
-    Patterns {
-        /// As JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Patterns,
     /// Rules learned from patterns: list, approve or reject what was proposed.
     #[command(subcommand)]
     Guards(learning_cli::GuardsCommand),
@@ -245,9 +237,6 @@ enum Command {
         /// How many (newest first).
         #[arg(long, default_value_t = 50)]
         limit: usize,
-        /// As JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// Post-mortems of recorded runs.
     #[command(subcommand)]
@@ -628,12 +617,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Inspect(InspectCommand::Loops { source, format }) => {
             inspect_loops(g, source, format)
         }
-        Command::Learn { json } => learning_cli::learn(g, *json),
-        Command::Patterns { json } => learning_cli::patterns(g, *json),
-        Command::Guards(cmd) => learning_cli::guards(g, cmd),
-        Command::Traces { task, limit, json } => {
-            learning_cli::traces(g, task.as_deref(), *limit, *json)
-        }
+        Command::Learn => learning_cli::learn(g, g.json),
+        Command::Patterns => learning_cli::patterns(g, g.json),
+        Command::Guards(cmd) => learning_cli::guards(g, cmd, g.json),
+        Command::Traces { task, limit } => learning_cli::traces(g, task.as_deref(), *limit, g.json),
         Command::Show { task_id, step } => trajectories::show(g, task_id, *step),
         Command::Report { task_id, html } => trajectories::report(g, task_id, html),
         Command::Context { task_id } => {
