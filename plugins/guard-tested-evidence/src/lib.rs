@@ -12,8 +12,11 @@
 //! A check whose `step` equals `last_change_step` counts: the host runs every check
 //! right after a file change, in the change's own step (the same rule as its
 //! `verification.ready_for_completion`). With no change yet (`last_change_step` 0),
-//! any passing test run counts. Every other action, field and value is allowed.
+//! any passing test run counts. The rule is the SDK's
+//! [`agentforge_plugin_sdk::state::missing_test_evidence`], which `guard-learned-rules`
+//! uses too. Every other action, field and value is allowed.
 
+use agentforge_plugin_sdk::state::missing_test_evidence;
 use agentforge_plugin_sdk::{export_guard, ActionCheck, Decision, Guard};
 use serde_json::Value;
 
@@ -58,60 +61,10 @@ fn decide(input: &ActionCheck) -> Decision {
     };
     match missing_test_evidence(&state) {
         None => Decision::Allow,
-        Some(why) => Decision::Deny(format!("`{field}` may not be set to true: {why}")),
+        Some(why) => Decision::Deny(format!(
+            "`{field}` may not be set to true: {why}, then claim it tested"
+        )),
     }
-}
-
-/// One test check's latest result in the state.
-struct TestRun<'a> {
-    name: &'a str,
-    passing: bool,
-    summary: &'a str,
-    step: u64,
-}
-
-/// What is missing for the state to show a passing test run after the last change
-/// (`None`: nothing), worded for the model with what to do. Shared in spirit with
-/// `guard-learned-rules`' `no_passing_test_since_last_change` condition.
-fn missing_test_evidence(state: &Value) -> Option<String> {
-    let last_change = state["last_change_step"].as_u64().unwrap_or(0);
-    let tests: Vec<TestRun> = state["verification"]["checks"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(_, c)| c["is_test"] == Value::Bool(true))
-        .map(|(name, c)| TestRun {
-            name,
-            passing: c["passing"] == Value::Bool(true),
-            summary: c["summary"].as_str().unwrap_or(""),
-            step: c["step"].as_u64().unwrap_or(0),
-        })
-        .collect();
-    let again = "run the tests (run_tests) after your last change, then claim it tested";
-    if tests.is_empty() {
-        return Some(format!(
-            "no test has run in this task (the verification records no test check); {again}"
-        ));
-    }
-    if let Some(t) = tests.iter().find(|t| !t.passing) {
-        let summary = match t.summary.trim() {
-            "" => String::new(),
-            s => format!(": {s}"),
-        };
-        return Some(format!(
-            "the test check `{}` is failing (step {}{summary}); fix it, then {again}",
-            t.name, t.step
-        ));
-    }
-    if tests.iter().any(|t| t.step >= last_change) {
-        return None;
-    }
-    // Every test result predates the change: name the latest run.
-    let latest = tests.iter().max_by_key(|t| t.step)?;
-    Some(format!(
-        "the last test run (`{}`, step {}) is older than the change at step {last_change}; {again}",
-        latest.name, latest.step
-    ))
 }
 
 export_guard!(TestedNeedsEvidence);

@@ -12,7 +12,8 @@
 //! | tool (an action for the model) | [`Tool`] | [`export_tool!`] | `tool` |
 //!
 //! The value loop's roles (task types that show a brief) share their schema in [`role`]
-//! (feature `schema`).
+//! (feature `schema`); guards read the task state they receive with [`state`] (feature
+//! `guard`).
 //!
 //! A table of regex rules is a whole extractor:
 //!
@@ -165,6 +166,9 @@ pub use schema::{remaining_issues, CurrentState, Schema, SchemaInfo};
 
 #[cfg(feature = "schema")]
 pub mod role;
+
+#[cfg(feature = "guard")]
+pub mod state;
 
 #[cfg(feature = "tool")]
 mod tool;
