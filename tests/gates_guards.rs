@@ -466,3 +466,322 @@ fn read_only_guard_sees_the_role_of_a_real_task() {
     assert_eq!(guard.check(&read, &critic, &state), GuardDecision::Allow);
     assert_eq!(guard.check(&edit, &builder, &state), GuardDecision::Allow);
 }
+
+/// A task of type `task_type` and its initial state, as the executor holds them.
+fn task_and_state(
+    task_type: &str,
+) -> (
+    agentforge::task::TaskSpec,
+    agentforge::state_store::TaskState,
+) {
+    let yaml = format!("id: t\ntask_type: {task_type}\ngoal: g\n");
+    let spec = agentforge::task::TaskSpec::parse(&yaml, "task.yaml").unwrap();
+    let state = agentforge::state_store::TaskState::initial(&spec, "implement", 20);
+    (spec, state)
+}
+
+/// A test check's latest result recorded at `step`.
+fn test_run(passing: bool, step: u64) -> agentforge::state_store::CheckStatus {
+    agentforge::state_store::CheckStatus {
+        passing,
+        summary: if passing { "4 passed" } else { "3 passed, 1 failed" }.to_string(),
+        is_test: true,
+        step,
+    }
+}
+
+#[test]
+fn tested_needs_a_passing_test_run_the_host_recorded_after_the_last_change() {
+    use agentforge::guards::Guards;
+    let loaded = Loaded::new(&[("guard-tested-evidence", "guard-tested-evidence")], "");
+    let mut guards = Guards::default();
+    guards.push(loaded.get("guard-tested-evidence").as_guard().unwrap());
+    let (spec, mut state) = task_and_state("fix_violation");
+    // What the executor asks when `finish_subtask` claims `tested`.
+    let args = serde_json::json!({"field": "subtask.tested", "value": true,
+                                  "evidence": "cargo test: all green"});
+    let claim = |state: &agentforge::state_store::TaskState| {
+        guards.check_write("subtask.tested", &args, &spec, state)
+    };
+
+    // No test has run: the evidence text is not enough.
+    let d = claim(&state);
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.starts_with("`subtask.tested` may not be set to true: no test has run") && r.contains("run the tests (run_tests) after your last change")),
+        "{d:?}"
+    );
+    // A check that is not a test is no test run.
+    let mut lint = test_run(true, 2);
+    lint.is_test = false;
+    state.verification.checks.insert("lint".into(), lint);
+    assert!(matches!(claim(&state), GuardDecision::Deny(r) if r.contains("no test has run")));
+
+    // With no change yet, a passing test run counts.
+    state
+        .verification
+        .checks
+        .insert("tests".into(), test_run(true, 3));
+    assert_eq!(claim(&state), GuardDecision::Allow);
+
+    // A change at step 5 makes that run old.
+    state.last_change_step = 5;
+    state.files_modified.push("src/lib.rs".into());
+    let d = claim(&state);
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.contains("the last test run (`tests`, step 3) is older than the change at step 5")),
+        "{d:?}"
+    );
+    // The checks the host runs right after the change, in its step: evidence.
+    state
+        .verification
+        .checks
+        .insert("tests".into(), test_run(true, 5));
+    assert_eq!(claim(&state), GuardDecision::Allow);
+    // A later run that fails: denied, by name.
+    state
+        .verification
+        .checks
+        .insert("tests".into(), test_run(false, 6));
+    let d = claim(&state);
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.contains("the test check `tests` is failing (step 6: 3 passed, 1 failed)")),
+        "{d:?}"
+    );
+    state
+        .verification
+        .checks
+        .insert("tests".into(), test_run(true, 7));
+    assert_eq!(claim(&state), GuardDecision::Allow);
+    // Claiming `tested` false is never refused.
+    let not = serde_json::json!({"field": "subtask.tested", "value": false, "evidence": ""});
+    state.verification.checks.clear();
+    assert_eq!(
+        guards.check_write("subtask.tested", &not, &spec, &state),
+        GuardDecision::Allow
+    );
+}
+
+#[test]
+fn complete_needs_a_changed_file_unless_the_task_type_allows_none() {
+    use agentforge::tools::Action;
+    let loaded = Loaded::new(
+        &[
+            ("guard-verify-implementation", "guard-verify-implementation"),
+            ("guard-verify-implementation", "guard-verify-custom"),
+        ],
+        "[config.guard-verify-custom]\nno_change_task_types = [\"audit\"]\n",
+    );
+    let guard = loaded.get("guard-verify-implementation").as_guard().unwrap();
+    let complete = Action::Complete { summary: None };
+    let (spec, mut state) = task_and_state("fix_violation");
+    let d = guard.check(&complete, &spec, &state);
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.starts_with("complete refused: no workspace file has changed since the task began (task type `fix_violation` expects a change); make the change")),
+        "{d:?}"
+    );
+    // Other actions are not judged.
+    let read = Action::ReadFile {
+        path: "src/lib.rs".into(),
+        start_line: None,
+        end_line: None,
+    };
+    assert_eq!(guard.check(&read, &spec, &state), GuardDecision::Allow);
+    state.files_modified.push("src/lib.rs".into());
+    assert_eq!(guard.check(&complete, &spec, &state), GuardDecision::Allow);
+
+    // The value loop's roles that only read and report may complete without a change;
+    // those that write may not.
+    for (task_type, allowed) in [
+        ("planner", true),
+        ("critic", true),
+        ("classifier", true),
+        ("researcher", true),
+        ("evaluator", true),
+        ("builder", false),
+        ("fixer", false),
+        ("qc_author", false),
+        ("implement_feature", false),
+        ("write_tests", false),
+    ] {
+        let (spec, state) = task_and_state(task_type);
+        let d = guard.check(&complete, &spec, &state);
+        assert_eq!(d == GuardDecision::Allow, allowed, "{task_type}: {d:?}");
+    }
+
+    // The project's list replaces the default.
+    let custom = loaded.get("guard-verify-custom").as_guard().unwrap();
+    let (audit, audit_state) = task_and_state("audit");
+    assert_eq!(
+        custom.check(&complete, &audit, &audit_state),
+        GuardDecision::Allow
+    );
+    let (planner, planner_state) = task_and_state("planner");
+    assert!(matches!(
+        custom.check(&complete, &planner, &planner_state),
+        GuardDecision::Deny(_)
+    ));
+}
+
+/// The approved rule of the issue's example: `complete` with no file changed.
+fn learned_rule() -> serde_json::Value {
+    serde_json::json!({"id": 3, "action": "complete", "target_glob": null,
+        "condition": "no_files_changed", "effect": "deny",
+        "reason": "completing without changing a file was refused before",
+        "pattern": "guard-verify-implementation denied `complete` 4 times in 2 tasks"})
+}
+
+/// The built-in guards, loaded as a run loads them, with `learned_rules` approved.
+fn builtin_guards(
+    rules: Vec<serde_json::Value>,
+    cache: &Path,
+) -> Vec<agentforge::plugins::LoadedPlugin> {
+    use agentforge::plugins::{load_builtin, LoadOptions, Manifest, PluginKind};
+    let guards: Vec<_> = agentforge_builtins::BUILTIN_PLUGINS
+        .iter()
+        .filter(|b| {
+            Manifest::parse(b.1, Path::new("plugin.toml"))
+                .is_ok_and(|m| m.kind().ok() == Some(PluginKind::Guard))
+        })
+        .copied()
+        .collect();
+    let opts = LoadOptions {
+        config: agentforge::config::PluginsConfig {
+            learned_rules: rules,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (loaded, errors) = load_builtin(&guards, cache, &opts);
+    assert!(errors.is_empty(), "{errors:?}");
+    loaded
+}
+
+#[test]
+fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
+    use agentforge::guards::Guards;
+    use agentforge::tools::Action;
+    let cache = tempfile::tempdir().unwrap();
+    let complete = Action::Complete { summary: None };
+    let (spec, mut state) = task_and_state("fix_violation");
+    state.verification.ready_for_completion = true;
+
+    let loaded = builtin_guards(vec![learned_rule()], cache.path());
+    let names: Vec<&str> = loaded.iter().map(|p| p.name()).collect();
+    // Consulted before the other built-in guards (the run keeps this order).
+    assert_eq!(names.first(), Some(&"guard-learned-rules"), "{names:?}");
+    assert!(names.contains(&"guard-verify-implementation"), "{names:?}");
+    let learned = loaded.iter().find(|p| p.name() == "guard-learned-rules").unwrap();
+    assert!(learned.is_builtin() && learned.granted.learned_rules);
+    let rule_guard = learned.as_guard().unwrap();
+    let cited = "learned rule #3: completing without changing a file was refused before (pattern: guard-verify-implementation denied `complete` 4 times in 2 tasks)";
+    assert_eq!(
+        rule_guard.check(&complete, &spec, &state),
+        GuardDecision::Deny(cited.to_string())
+    );
+    // Wired as a run wires them (the host's guard, then the built-ins in order): both the
+    // rule and guard-verify-implementation deny; the denial shown cites the rule.
+    let mut guards = Guards::default();
+    for p in &loaded {
+        guards.push(p.as_guard().unwrap());
+    }
+    assert_eq!(
+        guards.check(&complete, &spec, &state),
+        GuardDecision::Deny(cited.to_string())
+    );
+    // The rule's condition does not hold once a file changed.
+    state.files_modified.push("src/lib.rs".into());
+    assert_eq!(guards.check(&complete, &spec, &state), GuardDecision::Allow);
+
+    // No approved rules: the guard allows.
+    state.files_modified.clear();
+    let none = builtin_guards(Vec::new(), cache.path());
+    let empty = none.iter().find(|p| p.name() == "guard-learned-rules").unwrap();
+    assert_eq!(
+        empty.as_guard().unwrap().check(&complete, &spec, &state),
+        GuardDecision::Allow
+    );
+
+    // A rule that does not parse is skipped and logged; the good one still denies.
+    let bad = serde_json::json!({"id": 9, "action": "*", "target_glob": null,
+        "condition": "always", "effect": "obliterate", "reason": "r", "pattern": "p"});
+    let mixed = builtin_guards(vec![bad, learned_rule()], cache.path());
+    let mixed = mixed.iter().find(|p| p.name() == "guard-learned-rules").unwrap();
+    let read = Action::ReadFile {
+        path: "src/lib.rs".into(),
+        start_line: None,
+        end_line: None,
+    };
+    let guard = mixed.as_guard().unwrap();
+    assert_eq!(guard.check(&read, &spec, &state), GuardDecision::Allow);
+    assert_eq!(
+        guard.check(&complete, &spec, &state),
+        GuardDecision::Deny(cited.to_string())
+    );
+    let log = mixed.recent_log();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("warn: learned rule #9 skipped: unknown variant `obliterate`")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn a_folder_learned_rules_plugin_gets_the_rules_only_where_granted() {
+    use agentforge::tools::Action;
+    let rules = serde_json::to_string(&vec![learned_rule()]).unwrap();
+    let load = |grant: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        install(dir.path(), "guard-learned-rules", "my-rules");
+        let mut config: agentforge::config::PluginsConfig = toml::from_str(grant).unwrap();
+        config.learned_rules = serde_json::from_str(&rules).unwrap();
+        // Rules the project's config would slip in are not approved ones: the host owns
+        // the key.
+        config.config.insert(
+            "my-rules".into(),
+            toml::from_str(
+                "[[rules]]\nid = 1\naction = \"*\"\ncondition = \"always\"\neffect = \"deny\"\nreason = \"r\"\npattern = \"p\"\n",
+            )
+            .unwrap(),
+        );
+        let ws = agentforge::tools::Workspace::new(dir.path()).unwrap();
+        let opts = agentforge::plugins::LoadOptions::new(&ws, &config);
+        let plugin = agentforge::plugins::load_plugin_with(
+            &dir.path().join("my-rules"),
+            &dir.path().join("cache"),
+            &opts,
+        )
+        .unwrap();
+        (dir, plugin)
+    };
+    let complete = Action::Complete { summary: None };
+    let (spec, state) = task_and_state("fix_violation");
+
+    // Requested, not granted: no rules, and the refusal is in its log and notes.
+    let (_dir, ungranted) = load("");
+    assert!(!ungranted.is_builtin() && !ungranted.granted.learned_rules);
+    assert_eq!(
+        ungranted.as_guard().unwrap().check(&complete, &spec, &state),
+        GuardDecision::Allow
+    );
+    let refusal = "host: `learned_rules` refused: the project does not grant it, so `config()` has no `rules` (agentforge.toml `[plugins.grants.my-rules] learned_rules = true`)";
+    assert!(
+        ungranted.recent_log().iter().any(|l| l == refusal),
+        "{:?}",
+        ungranted.recent_log()
+    );
+    assert!(ungranted.notes.iter().any(|n| n == refusal), "{:?}", ungranted.notes);
+
+    // Granted: the approved rules, not the config's.
+    let (_dir, granted) = load("[grants.my-rules]\nlearned_rules = true\n");
+    assert!(granted.granted.learned_rules);
+    assert!(
+        !granted.notes.iter().any(|n| n.contains("learned_rules")),
+        "{:?}",
+        granted.notes
+    );
+    let d = granted.as_guard().unwrap().check(&complete, &spec, &state);
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.starts_with("learned rule #3: ")),
+        "{d:?}"
+    );
+}

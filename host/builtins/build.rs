@@ -40,9 +40,14 @@ const BUILTINS: &[&str] = &[
     "gate-command",
     "gate-tests-pass",
     "gate-conformance",
+    // Guards are consulted in this order and the first denial wins: the learned rules
+    // first, so that when one of them and another guard would both deny, the denial shown
+    // is the one citing the learned pattern (what the person approved it for).
+    "guard-learned-rules",
     "guard-complete-verified",
     "guard-tested-evidence",
     "guard-read-only-roles",
+    "guard-verify-implementation",
 ];
 
 fn main() {

@@ -28,14 +28,41 @@ pub struct Capabilities {
     /// Checks the plugin may run through `run-check`, by name (`*`: any the task declares).
     #[serde(default)]
     pub checks: Vec<String>,
+    /// The rules a person approved (`PluginsConfig::learned_rules`), handed to the
+    /// plugin as the `rules` key of its `config()`. Data that decides what the agent may
+    /// do, so a folder plugin gets it only where the project grants it; built-ins are
+    /// trusted with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learned_rules: bool,
 }
 
 impl Capabilities {
     /// Whether nothing is requested (or granted).
     pub fn is_empty(&self) -> bool {
-        self.read.is_empty() && self.checks.is_empty()
+        self.read.is_empty() && self.checks.is_empty() && !self.learned_rules
+    }
+
+    /// The names of the capabilities requested (or granted), as `[capabilities]` spells
+    /// them: `read`, `checks`, `learned_rules`.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if !self.read.is_empty() {
+            names.push("read");
+        }
+        if !self.checks.is_empty() {
+            names.push("checks");
+        }
+        if self.learned_rules {
+            names.push("learned_rules");
+        }
+        names
     }
 }
+
+/// The key of `config()` that holds the learned rules for a plugin granted
+/// [`Capabilities::learned_rules`]; the host owns it in the config of every plugin that
+/// requests the capability.
+pub const LEARNED_RULES_KEY: &str = "rules";
 
 /// The checks of the task being run, which `run-check` may run: set by the executor when
 /// it opens a task, shared with every plugin's `CheckAccess`.

@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use sha2::Digest as _;
 
-pub use capabilities::{Capabilities, DeclaredChecks, MAX_READ_BYTES};
+pub use capabilities::{Capabilities, DeclaredChecks, LEARNED_RULES_KEY, MAX_READ_BYTES};
 pub use kinds::{action_arguments, WasmGate, WasmGuard};
 pub use manifest::{
     check_name, ApiVersion, InvalidName, LimitsOverride, Manifest, OnError, PluginKind,
@@ -768,6 +768,8 @@ fn compile_error(manifest: &Manifest, path: &Path, e: wasmtime::Error) -> Plugin
 /// guard-tested-evidence = "allow"     # default "deny" (fail closed)
 /// [plugins.config.gate-tests-pass]    # the plugin's config(), over its manifest's [config]
 /// checks = ["tests", "integration"]
+/// [plugins.grants.my-rules]           # a folder plugin's `learned_rules`: the approved
+/// learned_rules = true                # rules as `rules` in its config() (built-ins: always)
 /// ```
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -790,6 +792,14 @@ pub struct PluginsConfig {
     /// Folder plugins allowed to keep one instance between calls when their manifest
     /// asks (`reuse_instance = true`); others get a fresh instance per call.
     pub reuse_instance: Vec<String>,
+    /// The learned rules a person approved, each a JSON object (`{"id", "action",
+    /// "target_glob", "condition", "effect", "reason", "pattern"}`; the shape is the
+    /// `guard-learned-rules` plugin's to check). Not read from `agentforge.toml`: the
+    /// engine fills it from the trace database when a run starts. A plugin that
+    /// requests the `learned_rules` capability and is granted it (built-ins are) gets
+    /// them as the `rules` key of its `config()`.
+    #[serde(skip)]
+    pub learned_rules: Vec<serde_json::Value>,
 }
 
 /// Loads the built-in plugins `builtins` (folder name, `plugin.toml`, component, the
@@ -1085,7 +1095,22 @@ fn load_parts(
             declared: opts.checks.clone(),
         })
     });
+    // The learned rules decide what the agent may do: a folder plugin gets them only
+    // where the project grants it, a built-in (trusted, like its limits and its kept
+    // instance) whenever it asks.
+    let rules_requested = manifest.capabilities.learned_rules;
+    let rules_granted = rules_requested && (builtin || grant.learned_rules);
+    let mut refusals = Vec::new();
+    if rules_requested && !rules_granted {
+        // Like a refused read: the plugin's log keeps it, and the caller shows the note.
+        let refusal = format!(
+            "host: `learned_rules` refused: the project does not grant it, so `config()` has no `{LEARNED_RULES_KEY}` (agentforge.toml `[plugins.grants.{name}] learned_rules = true`)"
+        );
+        notes.push(refusal.clone());
+        refusals.push(refusal);
+    }
     let granted = Capabilities {
+        learned_rules: rules_granted,
         read: manifest
             .capabilities
             .read
@@ -1113,11 +1138,29 @@ fn load_parts(
     if let Some(over) = cfg.config.get(&name) {
         config.extend(over.clone());
     }
-    let config = serde_json::to_string(&config).map_err(|e| PluginLoadError::BadManifest {
-        path: folder.join("plugin.toml"),
-        line: None,
-        message: format!("[config] cannot be passed to the plugin as JSON: {e}"),
-    })?;
+    let mut config = serde_json::to_value(&config)
+        .ok()
+        .and_then(|v| match v {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        })
+        .ok_or_else(|| PluginLoadError::BadManifest {
+            path: folder.join("plugin.toml"),
+            line: None,
+            message: "[config] cannot be passed to the plugin as a JSON object".to_string(),
+        })?;
+    // The host owns `rules` in the config of a plugin that asks for the learned rules:
+    // neither the manifest nor `[plugins.config]` can pass rules off as approved ones.
+    if rules_requested {
+        config.remove(LEARNED_RULES_KEY);
+        if rules_granted {
+            config.insert(
+                LEARNED_RULES_KEY.to_string(),
+                serde_json::Value::Array(cfg.learned_rules.clone()),
+            );
+        }
+    }
+    let config = serde_json::Value::Object(config).to_string();
     let on_error = cfg
         .on_error
         .get(&name)
@@ -1140,7 +1183,7 @@ fn load_parts(
         builtin,
         warm: reuse.then(|| Mutex::new(None)),
         on_error,
-        log: Mutex::new(VecDeque::new()),
+        log: Mutex::new(refusals.into_iter().collect()),
     };
     // Ask once what the plugin names (tools, checks, a task type, an action), and check
     // it: a bad description is a load error, not a surprise in the middle of a run.

@@ -317,14 +317,15 @@ impl Manifest {
         // file: the plugin asks for something this host can never grant.
         if let Ok(raw) = text.parse::<toml::Table>() {
             let caps = raw.get("capabilities").and_then(|c| c.as_table());
-            if let Some(unknown) =
-                caps.and_then(|c| c.keys().find(|k| *k != "read" && *k != "checks"))
-            {
+            if let Some(unknown) = caps.and_then(|c| {
+                c.keys()
+                    .find(|k| !["read", "checks", "learned_rules"].contains(&k.as_str()))
+            }) {
                 let name = raw.get("name").and_then(|n| n.as_str());
                 return Err(PluginLoadError::Capability {
                     plugin: name.unwrap_or("?").to_string(),
                     capability: unknown.clone(),
-                    message: "this host grants only `read` (workspace files by glob) and `checks` (declared checks by name)".to_string(),
+                    message: "this host grants only `read` (workspace files by glob), `checks` (declared checks by name) and `learned_rules` (the approved learned rules, true or false)".to_string(),
                 });
             }
         }
@@ -459,5 +460,28 @@ mod tests {
             matches!(e, PluginLoadError::BadManifest { line: Some(3), .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn learned_rules_is_a_capability_and_a_boolean() {
+        let head = "name = \"g\"\nversion = \"1\"\nkind = \"guard\"\napi = \"0.3.0\"\ncomponent = \"g.wasm\"\n";
+        let path = Path::new("g/plugin.toml");
+        let m = Manifest::parse(&format!("{head}[capabilities]\nlearned_rules = true\n"), path)
+            .unwrap();
+        assert!(m.capabilities.learned_rules);
+        assert_eq!(m.capabilities.names(), ["learned_rules"]);
+        assert!(!m.capabilities.is_empty());
+        let e = Manifest::parse(&format!("{head}[capabilities]\nlearned_rules = \"yes\"\n"), path)
+            .unwrap_err();
+        assert!(
+            matches!(e, PluginLoadError::BadManifest { line: Some(7), .. }),
+            "{e}"
+        );
+        let e = Manifest::parse(&format!("{head}[capabilities]\nrules = true\n"), path)
+            .unwrap_err();
+        assert!(e.to_string().contains("`learned_rules`"), "{e}");
+        // A project grants it per plugin in `[plugins.grants.<name>]`.
+        let grant: crate::Capabilities = toml::from_str("learned_rules = true").unwrap();
+        assert!(grant.learned_rules && grant.read.is_empty());
     }
 }
