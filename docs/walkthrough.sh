@@ -65,6 +65,7 @@ agentforge plugins list --plugins project/plugins
 
 step "6. run a task with it (recorded model)"
 block project/task.yaml
+block project/src/main.rs
 block project/session.jsonl
 cp sample.txt project/
 cd project
