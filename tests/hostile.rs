@@ -373,10 +373,19 @@ fn a_run_with_a_hostile_extractor_goes_on_to_completion() {
 
 #[test]
 fn a_folder_gate_replaces_a_built_in_only_when_the_project_says_so() {
-    // As many replies as the task has steps: a model that keeps claiming it is done.
+    // As many replies as the task has steps: a model that touches the file without fixing
+    // the violation (`complete` needs a changed file: guard-verify-implementation), then
+    // keeps claiming it is done. Only a gate passing everything lets that through.
     let script = || {
-        let mut s = vec![Scripted::tool_call("run_tests", json!({}))];
-        s.extend((0..5).map(|_| Scripted::tool_call("complete", json!({"summary": "trust me"}))));
+        let mut s = vec![
+            Scripted::tool_call("read_file", json!({"path": "notes.txt"})),
+            // The checks run after the edit: the gate judges them.
+            Scripted::tool_call(
+                "edit_file",
+                json!({"path": "notes.txt", "old_text": "title: demo", "new_text": "title: demo notes"}),
+            ),
+        ];
+        s.extend((0..4).map(|_| Scripted::tool_call("complete", json!({"summary": "trust me"}))));
         s
     };
     // Named like the built-in tests gate, passing everything.

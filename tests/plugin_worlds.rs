@@ -719,10 +719,11 @@ fn a_misused_tool_plugin_is_fed_back_not_fatal() {
 }
 
 /// Seed 003's `block-tested-true` in a run: `finish_subtask` claiming `tested` is a state
-/// write the built-in guard plugin judges; without evidence it is refused and the
-/// subtask stays open, with evidence it is recorded.
+/// write the built-in guard plugin judges. Before any test has run it is refused (the
+/// model's evidence text is not enough) and the subtask stays open; after a passing test
+/// run the host recorded, it is recorded.
 #[test]
-fn claiming_tested_without_evidence_is_refused_by_the_guard_plugin() {
+fn claiming_tested_before_a_test_run_is_refused_by_the_guard_plugin() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path();
     std::fs::create_dir_all(ws.join("src")).unwrap();
@@ -736,7 +737,8 @@ fn claiming_tested_without_evidence_is_refused_by_the_guard_plugin() {
         ws.join("session.jsonl"),
         concat!(
             "{\"tool\":\"read_file\",\"arguments\":{\"path\":\"src/lib.rs\"}}\n",
-            "{\"tool\":\"finish_subtask\",\"arguments\":{\"summary\":\"fixed a\",\"tested\":true}}\n",
+            "{\"tool\":\"finish_subtask\",\"arguments\":{\"summary\":\"fixed a\",\"tested\":true,\"evidence\":\"tests: 3 passed\"}}\n",
+            "{\"tool\":\"run_tests\",\"arguments\":{}}\n",
             "{\"tool\":\"finish_subtask\",\"arguments\":{\"summary\":\"fixed a\",\"tested\":true,\"evidence\":\"tests: 3 passed\"}}\n",
             "{\"tool\":\"escalate\",\"arguments\":{\"reason\":\"stop here\"}}\n",
         ),
@@ -748,15 +750,17 @@ fn claiming_tested_without_evidence_is_refused_by_the_guard_plugin() {
     assert_eq!(recs[1]["action"], "finish_subtask");
     assert_eq!(recs[1]["result"], "skipped", "{}", recs[1]);
     assert!(
-        recs[1]["error"].as_str().unwrap().contains("evidence"),
+        recs[1]["error"].as_str().unwrap().contains("no test has run"),
         "{}",
         recs[1]
     );
     let first = |i: usize| recs[i]["state_after"]["focus"]["tasks"][0]["subtasks"][0].clone();
     assert_eq!(first(1)["status"], "in_progress", "{}", first(1));
+    assert_eq!(recs[2]["action"], "run_tests");
     assert_eq!(recs[2]["result"], "success", "{}", recs[2]);
-    assert_eq!(first(2)["status"], "completed", "{}", first(2));
-    assert_eq!(first(2)["tested"], "tests: 3 passed");
+    assert_eq!(recs[3]["result"], "success", "{}", recs[3]);
+    assert_eq!(first(3)["status"], "completed", "{}", first(3));
+    assert_eq!(first(3)["tested"], "tests: 3 passed");
 }
 
 /// `run-check` is bounded per call: the check's time does not count against the plugin's

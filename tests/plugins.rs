@@ -632,34 +632,40 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
         GuardDecision::Allow
     );
 
-    // block-tested-true on `set_field`.
+    // block-tested-true on `set_field`: judged on the state the host recorded, not on
+    // the evidence text (tests/gates_guards.rs has every case on a real task state).
     let tested = find(&loaded, "guard-tested-evidence").wasm_guard().unwrap();
-    let set = |args: &str| {
+    let set = |args: &str, state: &str| {
         tested
-            .try_check("set_field", Some("tested"), args, "{}", "{}")
+            .try_check("set_field", Some("tested"), args, "{}", state)
             .unwrap()
     };
+    let tested_after_change = r#"{"last_change_step":2,"verification":{"checks":{"tests":{"passing":true,"summary":"12 passed","is_test":true,"step":3}}}}"#;
     assert!(matches!(
-        set(r#"{"field":"tested","value":true}"#),
-        GuardDecision::Deny(r) if r.contains("without evidence")
+        set(r#"{"field":"tested","value":true,"evidence":"cargo test: 12 passed"}"#, "{}"),
+        GuardDecision::Deny(r) if r.contains("no test has run")
     ));
     assert!(matches!(
-        set(r#"{"field":"subtask.tested","value":"true","evidence":"  "}"#),
+        set(r#"{"field":"subtask.tested","value":"true","evidence":"  "}"#, "{}"),
         GuardDecision::Deny(_)
     ));
     assert_eq!(
-        set(r#"{"field":"tested","value":true,"evidence":"cargo test: 12 passed"}"#),
+        set(r#"{"field":"tested","value":true}"#, tested_after_change),
         GuardDecision::Allow
     );
     assert_eq!(
-        set(r#"{"field":"tested","value":false}"#),
+        set(r#"{"field":"tested","value":false}"#, "{}"),
         GuardDecision::Allow
     );
     assert_eq!(
-        set(r#"{"field":"notes","value":true}"#),
+        set(r#"{"field":"notes","value":true}"#, "{}"),
         GuardDecision::Allow
     );
-    assert!(matches!(set("not json"), GuardDecision::Deny(_)));
+    assert!(matches!(set("not json", "{}"), GuardDecision::Deny(_)));
+    assert!(matches!(
+        set(r#"{"field":"tested","value":true}"#, "not json"),
+        GuardDecision::Deny(r) if r.contains("task state cannot be read")
+    ));
 
     // A failing guard denies (fail closed) ...
     let starved = find(&loaded, "guard-starved").as_guard().unwrap();

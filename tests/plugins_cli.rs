@@ -285,10 +285,10 @@ fn plugins_list_shows_the_bundled_plugins() {
         source("schema-fix-violation", "folder")["provides"],
         serde_json::json!(["fix_violation"])
     );
-    // Without folders: the 25 built-ins, all loaded.
+    // Without folders: the 27 built-ins, all loaded.
     let alone = af(tmp.path(), &["plugins", "list", "--json"], "").json();
     let alone = alone.as_array().unwrap();
-    assert_eq!(alone.len(), 25, "{alone:#?}");
+    assert_eq!(alone.len(), 27, "{alone:#?}");
     assert!(alone
         .iter()
         .all(|r| r["source"] == "built-in" && r["status"] == "loaded"));
@@ -326,7 +326,7 @@ fn built_in_plugins_load_precompiled_on_first_use() {
     assert!(!stderr.contains("notice:"), "{stderr}");
     let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 25, "{rows:#?}");
+    assert_eq!(rows.len(), 27, "{rows:#?}");
     for r in rows {
         assert_eq!(r["status"], "loaded", "{r:#}");
         assert_eq!(r["compiled"], false, "compiled on first use: {r:#}");
