@@ -1007,11 +1007,11 @@ pub fn finish_subtask_tool_spec() -> ToolSpec {
                 },
                 "tested": {
                     "type": "boolean",
-                    "description": "Claim the subtask is tested (needs `evidence`).",
+                    "description": "Claim the subtask is tested: accepted once a test run passed after your last change.",
                 },
                 "evidence": {
                     "type": "string",
-                    "description": "What shows it is tested (the check and its result).",
+                    "description": "What the tests showed (the check and its result), kept with the subtask.",
                 },
             },
             "required": ["summary"],
