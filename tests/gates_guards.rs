@@ -484,7 +484,12 @@ fn task_and_state(
 fn test_run(passing: bool, step: u64) -> agentforge::state_store::CheckStatus {
     agentforge::state_store::CheckStatus {
         passing,
-        summary: if passing { "4 passed" } else { "3 passed, 1 failed" }.to_string(),
+        summary: if passing {
+            "4 passed"
+        } else {
+            "3 passed, 1 failed"
+        }
+        .to_string(),
         is_test: true,
         step,
     }
@@ -571,7 +576,10 @@ fn complete_needs_a_changed_file_unless_the_task_type_allows_none() {
         ],
         "[config.guard-verify-custom]\nno_change_task_types = [\"audit\"]\n",
     );
-    let guard = loaded.get("guard-verify-implementation").as_guard().unwrap();
+    let guard = loaded
+        .get("guard-verify-implementation")
+        .as_guard()
+        .unwrap();
     let complete = Action::Complete { summary: None };
     let (spec, mut state) = task_and_state("fix_violation");
     let d = guard.check(&complete, &spec, &state);
@@ -670,7 +678,10 @@ fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
     // Consulted before the other built-in guards (the run keeps this order).
     assert_eq!(names.first(), Some(&"guard-learned-rules"), "{names:?}");
     assert!(names.contains(&"guard-verify-implementation"), "{names:?}");
-    let learned = loaded.iter().find(|p| p.name() == "guard-learned-rules").unwrap();
+    let learned = loaded
+        .iter()
+        .find(|p| p.name() == "guard-learned-rules")
+        .unwrap();
     assert!(learned.is_builtin() && learned.granted.learned_rules);
     let rule_guard = learned.as_guard().unwrap();
     let cited = "learned rule #3: completing without changing a file was refused before (pattern: guard-verify-implementation denied `complete` 4 times in 2 tasks)";
@@ -695,7 +706,10 @@ fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
     // No approved rules: the guard allows.
     state.files_modified.clear();
     let none = builtin_guards(Vec::new(), cache.path());
-    let empty = none.iter().find(|p| p.name() == "guard-learned-rules").unwrap();
+    let empty = none
+        .iter()
+        .find(|p| p.name() == "guard-learned-rules")
+        .unwrap();
     assert_eq!(
         empty.as_guard().unwrap().check(&complete, &spec, &state),
         GuardDecision::Allow
@@ -705,7 +719,10 @@ fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
     let bad = serde_json::json!({"id": 9, "action": "*", "target_glob": null,
         "condition": "always", "effect": "obliterate", "reason": "r", "pattern": "p"});
     let mixed = builtin_guards(vec![bad, learned_rule()], cache.path());
-    let mixed = mixed.iter().find(|p| p.name() == "guard-learned-rules").unwrap();
+    let mixed = mixed
+        .iter()
+        .find(|p| p.name() == "guard-learned-rules")
+        .unwrap();
     let read = Action::ReadFile {
         path: "src/lib.rs".into(),
         start_line: None,
@@ -760,7 +777,10 @@ fn a_folder_learned_rules_plugin_gets_the_rules_only_where_granted() {
     let (_dir, ungranted) = load("");
     assert!(!ungranted.is_builtin() && !ungranted.granted.learned_rules);
     assert_eq!(
-        ungranted.as_guard().unwrap().check(&complete, &spec, &state),
+        ungranted
+            .as_guard()
+            .unwrap()
+            .check(&complete, &spec, &state),
         GuardDecision::Allow
     );
     let refusal = "host: `learned_rules` refused: the project does not grant it, so `config()` has no `rules` (agentforge.toml `[plugins.grants.my-rules] learned_rules = true`)";
@@ -769,7 +789,11 @@ fn a_folder_learned_rules_plugin_gets_the_rules_only_where_granted() {
         "{:?}",
         ungranted.recent_log()
     );
-    assert!(ungranted.notes.iter().any(|n| n == refusal), "{:?}", ungranted.notes);
+    assert!(
+        ungranted.notes.iter().any(|n| n == refusal),
+        "{:?}",
+        ungranted.notes
+    );
 
     // Granted: the approved rules, not the config's.
     let (_dir, granted) = load("[grants.my-rules]\nlearned_rules = true\n");

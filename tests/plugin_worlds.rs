@@ -750,7 +750,10 @@ fn claiming_tested_before_a_test_run_is_refused_by_the_guard_plugin() {
     assert_eq!(recs[1]["action"], "finish_subtask");
     assert_eq!(recs[1]["result"], "skipped", "{}", recs[1]);
     assert!(
-        recs[1]["error"].as_str().unwrap().contains("no test has run"),
+        recs[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no test has run"),
         "{}",
         recs[1]
     );

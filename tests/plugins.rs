@@ -646,7 +646,10 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
         GuardDecision::Deny(r) if r.contains("no test has run")
     ));
     assert!(matches!(
-        set(r#"{"field":"subtask.tested","value":"true","evidence":"  "}"#, "{}"),
+        set(
+            r#"{"field":"subtask.tested","value":"true","evidence":"  "}"#,
+            "{}"
+        ),
         GuardDecision::Deny(_)
     ));
     assert_eq!(

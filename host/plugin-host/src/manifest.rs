@@ -466,19 +466,25 @@ mod tests {
     fn learned_rules_is_a_capability_and_a_boolean() {
         let head = "name = \"g\"\nversion = \"1\"\nkind = \"guard\"\napi = \"0.3.0\"\ncomponent = \"g.wasm\"\n";
         let path = Path::new("g/plugin.toml");
-        let m = Manifest::parse(&format!("{head}[capabilities]\nlearned_rules = true\n"), path)
-            .unwrap();
+        let m = Manifest::parse(
+            &format!("{head}[capabilities]\nlearned_rules = true\n"),
+            path,
+        )
+        .unwrap();
         assert!(m.capabilities.learned_rules);
         assert_eq!(m.capabilities.names(), ["learned_rules"]);
         assert!(!m.capabilities.is_empty());
-        let e = Manifest::parse(&format!("{head}[capabilities]\nlearned_rules = \"yes\"\n"), path)
-            .unwrap_err();
+        let e = Manifest::parse(
+            &format!("{head}[capabilities]\nlearned_rules = \"yes\"\n"),
+            path,
+        )
+        .unwrap_err();
         assert!(
             matches!(e, PluginLoadError::BadManifest { line: Some(7), .. }),
             "{e}"
         );
-        let e = Manifest::parse(&format!("{head}[capabilities]\nrules = true\n"), path)
-            .unwrap_err();
+        let e =
+            Manifest::parse(&format!("{head}[capabilities]\nrules = true\n"), path).unwrap_err();
         assert!(e.to_string().contains("`learned_rules`"), "{e}");
         // A project grants it per plugin in `[plugins.grants.<name>]`.
         let grant: crate::Capabilities = toml::from_str("learned_rules = true").unwrap();

@@ -176,15 +176,13 @@ fn parse_rules(config: &Map<String, Value>) -> (Vec<Rule>, Vec<String>) {
     let list = match config.get("rules") {
         None | Some(Value::Null) => return (Vec::new(), Vec::new()),
         Some(Value::Array(list)) => list,
-        Some(other) => {
-            return (
-                Vec::new(),
-                vec![format!(
-                    "config `rules` must be a list of rule objects, not {}; no learned rule applies",
-                    kind_of(other)
-                )],
-            )
-        }
+        Some(other) => return (
+            Vec::new(),
+            vec![format!(
+                "config `rules` must be a list of rule objects, not {}; no learned rule applies",
+                kind_of(other)
+            )],
+        ),
     };
     let mut rules = Vec::new();
     let mut problems = Vec::new();
@@ -299,10 +297,12 @@ mod tests {
 
     #[test]
     fn a_matching_deny_rule_cites_its_id_reason_and_pattern() {
-        let r = rules(vec![json!({"id": 3, "action": "complete", "target_glob": null,
+        let r = rules(vec![
+            json!({"id": 3, "action": "complete", "target_glob": null,
             "condition": "no_files_changed", "effect": "deny",
             "reason": "complete without a change was refused before",
-            "pattern": "guard-verify-implementation denied `complete` 4 times in 2 tasks"})]);
+            "pattern": "guard-verify-implementation denied `complete` 4 times in 2 tasks"}),
+        ]);
         let d = ask(&r, "complete", None, json!({"files_modified": []}));
         assert_eq!(
             denied(&d),
@@ -311,7 +311,12 @@ mod tests {
         // The condition does not hold: allowed.
         assert!(allowed(&ask(&r, "complete", None, good_state())));
         // Another action: allowed.
-        assert!(allowed(&ask(&r, "edit_file", Some("src/lib.rs"), json!({}))));
+        assert!(allowed(&ask(
+            &r,
+            "edit_file",
+            Some("src/lib.rs"),
+            json!({})
+        )));
     }
 
     #[test]
@@ -336,7 +341,11 @@ mod tests {
                 true,
             ),
             ("no_passing_test_since_last_change", good_state(), false),
-            ("checks_not_ready", json!({"verification": {"ready_for_completion": false}}), true),
+            (
+                "checks_not_ready",
+                json!({"verification": {"ready_for_completion": false}}),
+                true,
+            ),
             ("checks_not_ready", json!({}), true),
             ("checks_not_ready", good_state(), false),
             (
@@ -349,7 +358,11 @@ mod tests {
         for (condition, state, applies) in cases {
             let r = rules(vec![rule(1, "*", None, condition, "deny")]);
             let d = ask(&r, "complete", None, state.clone());
-            assert_eq!(denied(&d).is_some(), applies, "{condition} on {state}: {d:?}");
+            assert_eq!(
+                denied(&d).is_some(),
+                applies,
+                "{condition} on {state}: {d:?}"
+            );
         }
     }
 
@@ -381,11 +394,27 @@ mod tests {
 
     #[test]
     fn target_globs_match_the_target_and_null_matches_any() {
-        let r = rules(vec![rule(7, "edit_file", Some("src/*.rs"), "always", "deny")]);
+        let r = rules(vec![rule(
+            7,
+            "edit_file",
+            Some("src/*.rs"),
+            "always",
+            "deny",
+        )]);
         assert!(denied(&ask(&r, "edit_file", Some("src/lib.rs"), json!({}))).is_some());
         // `*` does not cross `/`.
-        assert!(allowed(&ask(&r, "edit_file", Some("src/a/lib.rs"), json!({}))));
-        assert!(allowed(&ask(&r, "edit_file", Some("tests/x.rs"), json!({}))));
+        assert!(allowed(&ask(
+            &r,
+            "edit_file",
+            Some("src/a/lib.rs"),
+            json!({})
+        )));
+        assert!(allowed(&ask(
+            &r,
+            "edit_file",
+            Some("tests/x.rs"),
+            json!({})
+        )));
         // A rule about some targets does not apply to an action without a target.
         assert!(allowed(&ask(&r, "edit_file", None, json!({}))));
         let deep = rules(vec![rule(8, "*", Some("src/**"), "always", "deny")]);
@@ -398,9 +427,25 @@ mod tests {
             "no_passing_test_since_last_change",
             "deny",
         )]);
-        assert!(denied(&ask(&tested, "set_field", Some("subtask.tested"), json!({}))).is_some());
-        assert!(allowed(&ask(&tested, "set_field", Some("subtask.tested"), good_state())));
-        assert!(allowed(&ask(&tested, "set_field", Some("notes"), json!({}))));
+        assert!(denied(&ask(
+            &tested,
+            "set_field",
+            Some("subtask.tested"),
+            json!({})
+        ))
+        .is_some());
+        assert!(allowed(&ask(
+            &tested,
+            "set_field",
+            Some("subtask.tested"),
+            good_state()
+        )));
+        assert!(allowed(&ask(
+            &tested,
+            "set_field",
+            Some("notes"),
+            json!({})
+        )));
         let any = rules(vec![rule(10, "run_check", None, "always", "deny")]);
         assert!(denied(&ask(&any, "run_check", Some("tests"), json!({}))).is_some());
         assert!(denied(&ask(&any, "run_check", None, json!({}))).is_some());
@@ -440,7 +485,9 @@ mod tests {
         assert!(problems[5].contains("`reason` is empty"));
         assert!(problems[6].starts_with("learned rule at position 7 skipped"));
         assert!(problems[7].starts_with("learned rule at position 8 skipped"));
-        assert!(problems.iter().all(|p| p.contains("the other rules still apply")));
+        assert!(problems
+            .iter()
+            .all(|p| p.contains("the other rules still apply")));
         // The bad rules deny nothing; the good one still applies.
         assert!(allowed(&ask(&rules, "complete", None, json!({}))));
         assert!(denied(&ask(&rules, "edit_file", Some("a"), json!({}))).is_some());
@@ -484,8 +531,9 @@ mod tests {
                 },
             )
         };
-        assert!(denied(&unreadable("complete"))
-            .is_some_and(|d| d.starts_with("learned rule #1") && d.ends_with("[task state unreadable]")));
+        assert!(denied(&unreadable("complete")).is_some_and(
+            |d| d.starts_with("learned rule #1") && d.ends_with("[task state unreadable]")
+        ));
         // A missing loop warning on a null state: the rule does not apply.
         assert!(allowed(&unreadable("edit_file")));
         assert!(allowed(&unreadable("read_file")));

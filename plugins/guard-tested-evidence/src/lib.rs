@@ -78,8 +78,9 @@ mod tests {
         decide(&ActionCheck {
             action: "set_field".into(),
             target: Some("subtask.tested".into()),
-            arguments_json: json!({"field": "subtask.tested", "value": value, "evidence": "it works"})
-                .to_string(),
+            arguments_json:
+                json!({"field": "subtask.tested", "value": value, "evidence": "it works"})
+                    .to_string(),
             task_json: "{}".into(),
             state_json: state.to_string(),
         })
@@ -106,22 +107,33 @@ mod tests {
     fn no_test_run_at_all_is_denied_whatever_the_evidence_says() {
         let r = deny_reason(set_tested(json!(true), json!({})));
         assert!(r.contains("no test has run"), "{r}");
-        assert!(r.contains("run the tests (run_tests) after your last change"), "{r}");
+        assert!(
+            r.contains("run the tests (run_tests) after your last change"),
+            "{r}"
+        );
         // A check that is not a test is no test run.
-        let checks = json!({"clippy": {"passing": true, "summary": "ok", "is_test": false, "step": 4}});
+        let checks =
+            json!({"clippy": {"passing": true, "summary": "ok", "is_test": false, "step": 4}});
         let r = deny_reason(set_tested(json!(true), state(2, checks)));
-        assert!(r.starts_with("`subtask.tested` may not be set to true: no test has run"), "{r}");
+        assert!(
+            r.starts_with("`subtask.tested` may not be set to true: no test has run"),
+            "{r}"
+        );
     }
 
     #[test]
     fn a_test_run_older_than_the_change_is_denied_naming_both_steps() {
-        let checks = json!({"tests": {"passing": true, "summary": "3 passed", "is_test": true, "step": 3}});
+        let checks =
+            json!({"tests": {"passing": true, "summary": "3 passed", "is_test": true, "step": 3}});
         let r = deny_reason(set_tested(json!(true), state(5, checks)));
         assert!(
             r.contains("the last test run (`tests`, step 3) is older than the change at step 5"),
             "{r}"
         );
-        assert!(r.contains("run the tests (run_tests) after your last change"), "{r}");
+        assert!(
+            r.contains("run the tests (run_tests) after your last change"),
+            "{r}"
+        );
     }
 
     #[test]
@@ -139,10 +151,12 @@ mod tests {
 
     #[test]
     fn a_passing_test_run_after_the_change_is_allowed() {
-        let after = json!({"tests": {"passing": true, "summary": "4 passed", "is_test": true, "step": 7}});
+        let after =
+            json!({"tests": {"passing": true, "summary": "4 passed", "is_test": true, "step": 7}});
         assert_allowed(set_tested(json!(true), state(5, after)));
         // The host runs every check right after a change, in the change's own step.
-        let same = json!({"tests": {"passing": true, "summary": "4 passed", "is_test": true, "step": 5}});
+        let same =
+            json!({"tests": {"passing": true, "summary": "4 passed", "is_test": true, "step": 5}});
         assert_allowed(set_tested(json!(true), state(5, same)));
         // One stale passing suite beside a fresh passing one: the fresh run counts.
         let mixed = json!({
@@ -154,7 +168,8 @@ mod tests {
 
     #[test]
     fn with_no_change_yet_any_passing_test_run_counts() {
-        let checks = json!({"tests": {"passing": true, "summary": "ok", "is_test": true, "step": 1}});
+        let checks =
+            json!({"tests": {"passing": true, "summary": "ok", "is_test": true, "step": 1}});
         let mut s = state(0, checks);
         s["files_modified"] = json!([]);
         assert_allowed(set_tested(json!(true), s));

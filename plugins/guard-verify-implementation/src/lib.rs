@@ -120,13 +120,27 @@ mod tests {
             },
             &defaults(),
         );
-        assert!(matches!(&d, Decision::Deny(r) if !r.contains("task type")), "{d:?}");
+        assert!(
+            matches!(&d, Decision::Deny(r) if !r.contains("task type")),
+            "{d:?}"
+        );
     }
 
     #[test]
     fn complete_after_a_change_is_allowed() {
-        for t in ["fix_violation", "implement_feature", "write_tests", "builder", "fixer"] {
-            assert!(allowed(&ask("complete", t, json!(["src/lib.rs"]), &defaults())));
+        for t in [
+            "fix_violation",
+            "implement_feature",
+            "write_tests",
+            "builder",
+            "fixer",
+        ] {
+            assert!(allowed(&ask(
+                "complete",
+                t,
+                json!(["src/lib.rs"]),
+                &defaults()
+            )));
         }
     }
 
@@ -136,7 +150,13 @@ mod tests {
             assert!(allowed(&ask("complete", t, json!([]), &defaults())), "{t}");
         }
         // The roles that write still need a change.
-        for t in ["builder", "fixer", "qc_author", "implement_feature", "write_tests"] {
+        for t in [
+            "builder",
+            "fixer",
+            "qc_author",
+            "implement_feature",
+            "write_tests",
+        ] {
             assert!(!allowed(&ask("complete", t, json!([]), &defaults())), "{t}");
         }
     }
@@ -150,8 +170,18 @@ mod tests {
 
     #[test]
     fn other_actions_are_allowed_and_an_unreadable_state_denies_complete() {
-        assert!(allowed(&ask("edit_file", "fix_violation", json!([]), &defaults())));
-        assert!(allowed(&ask("run_tests", "fix_violation", json!([]), &defaults())));
+        assert!(allowed(&ask(
+            "edit_file",
+            "fix_violation",
+            json!([]),
+            &defaults()
+        )));
+        assert!(allowed(&ask(
+            "run_tests",
+            "fix_violation",
+            json!([]),
+            &defaults()
+        )));
         let d = decide(
             &ActionCheck {
                 action: "complete".into(),
@@ -162,6 +192,9 @@ mod tests {
             },
             &defaults(),
         );
-        assert!(matches!(&d, Decision::Deny(r) if r.contains("unreadable state")), "{d:?}");
+        assert!(
+            matches!(&d, Decision::Deny(r) if r.contains("unreadable state")),
+            "{d:?}"
+        );
     }
 }

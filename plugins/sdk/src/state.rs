@@ -87,7 +87,8 @@ mod tests {
             missing_test_evidence(&state(4, old)).unwrap(),
             "the last test run (`tests`, step 2) is older than the change at step 4; run the tests (run_tests) after your last change"
         );
-        let failing = json!({"tests": {"passing": false, "summary": "1 failed", "is_test": true, "step": 5}});
+        let failing =
+            json!({"tests": {"passing": false, "summary": "1 failed", "is_test": true, "step": 5}});
         assert_eq!(
             missing_test_evidence(&state(4, failing)).unwrap(),
             "the test check `tests` is failing (step 5: 1 failed); fix it, then run the tests (run_tests) after your last change"
@@ -97,10 +98,12 @@ mod tests {
     #[test]
     fn a_passing_run_at_or_after_the_change_is_evidence() {
         for step in [4, 5] {
-            let ok = json!({"tests": {"passing": true, "summary": "ok", "is_test": true, "step": step}});
+            let ok =
+                json!({"tests": {"passing": true, "summary": "ok", "is_test": true, "step": step}});
             assert_eq!(missing_test_evidence(&state(4, ok)), None);
         }
-        let first = json!({"tests": {"passing": true, "summary": "ok", "is_test": true, "step": 1}});
+        let first =
+            json!({"tests": {"passing": true, "summary": "ok", "is_test": true, "step": 1}});
         assert_eq!(missing_test_evidence(&state(0, first)), None);
     }
 }
