@@ -150,15 +150,21 @@ fn stubborn_task(dir: &Path, id: &str) {
     );
     assert_eq!(out.status.code(), Some(2), "escalated: {}", stderr(&out));
     let recs = records(dir, id);
-    for step in [1, 2, 3, 4] {
+    for (step, source) in [
+        (1, "guard_denial"),
+        (2, "refused_complete"),
+        (3, "guard_denial"),
+        (4, "refused_complete"),
+    ] {
         assert_eq!(recs[step]["result"], "skipped", "refused: {}", recs[step]);
-        assert_eq!(
-            recs[step]["traces"].as_array().map(Vec::len),
-            Some(1),
-            "{}",
-            recs[step]
-        );
+        assert_eq!(recs[step]["traces"][0]["source"], source, "{}", recs[step]);
     }
+    // Alternating between two refused actions is also a loop (step 5), traced too.
+    assert_eq!(
+        recs[4]["traces"][1]["source"], "loop_detection",
+        "{}",
+        recs[4]
+    );
 }
 
 #[test]
@@ -168,10 +174,10 @@ fn repeated_violations_become_an_approved_rule_that_blocks_the_next_task_at_once
     stubborn_task(dir, "claims-1");
     stubborn_task(dir, "claims-2");
 
-    // Eight refusals, recorded once each, with their context.
+    // Eight refusals and two loops, recorded once each, with their context.
     let traces = json_of(dir, &["--json", "traces", "--limit", "100"]);
     let traces = traces.as_array().unwrap();
-    assert_eq!(traces.len(), 8, "{traces:#?}");
+    assert_eq!(traces.len(), 10, "{traces:#?}");
     let of = |source: &str| {
         traces
             .iter()
@@ -180,13 +186,14 @@ fn repeated_violations_become_an_approved_rule_that_blocks_the_next_task_at_once
     };
     assert_eq!(of("guard_denial"), 4, "tested claims: {traces:#?}");
     assert_eq!(of("refused_complete"), 4, "complete attempts: {traces:#?}");
+    assert_eq!(of("loop_detection"), 2, "loops: {traces:#?}");
     assert!(traces
         .iter()
         .all(|t| t["context"]["task_type"] == "fix_violation"));
 
     // The task ends learned the patterns and proposed rules; `learn` adds nothing new.
     let learned = json_of(dir, &["--json", "learn"]);
-    assert_eq!(learned["traces"], 8, "{learned}");
+    assert_eq!(learned["traces"], 10, "{learned}");
     assert_eq!(
         learned["proposed"].as_array().unwrap().len(),
         0,
@@ -226,21 +233,28 @@ fn repeated_violations_become_an_approved_rule_that_blocks_the_next_task_at_once
 
     // The next task: the precedent is in the first prompt, and the rule blocks at the
     // first attempt, citing itself and its pattern.
-    let (out, server) = run_task(dir, "claims-3", vec![complete(), escalate()], None);
+    let (out, server) = run_task(
+        dir,
+        "claims-3",
+        vec![read_notes(), complete(), escalate()],
+        None,
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let first = server.requests()[0].user_text();
     assert!(first.contains("precedents:"), "{first}");
     assert!(first.contains("`complete`"), "{first}");
     assert!(first.contains(&format!("learned rule #{id}")), "{first}");
     let recs = records(dir, "claims-3");
-    assert_eq!(recs[0]["result"], "skipped", "{}", recs[0]);
-    let error = recs[0]["error"].as_str().unwrap();
+    assert_eq!(recs[1]["action"], "complete", "{}", recs[1]);
+    assert_eq!(recs[1]["result"], "skipped", "{}", recs[1]);
+    let error = recs[1]["error"].as_str().unwrap();
     assert!(error.contains(&format!("learned rule #{id}")), "{error}");
     assert!(error.contains("pattern:"), "{error}");
-    let last = recs[0]["traces"][0]["enforcer"]
-        .as_str()
-        .unwrap_or_default();
-    assert_eq!(last, "guard-learned-rules", "{}", recs[0]);
+    assert_eq!(
+        recs[1]["traces"][0]["enforcer"], "guard-learned-rules",
+        "{}",
+        recs[1]
+    );
 }
 
 #[test]

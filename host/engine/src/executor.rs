@@ -537,6 +537,15 @@ impl Runtime {
     ) -> Result<Vec<String>, PluginSetupError> {
         use agentforge_plugin_host::{load_folders, scan_dir, LoadOptions, PluginKind};
         let cache = agentforge_plugin_host::default_cache_dir();
+        // The rules a person approved reach `guard-learned-rules` (its `learned_rules`
+        // capability); a database that cannot be read enforces none and says so.
+        self.config.plugins.learned_rules = match self.learning.approved_rules_json() {
+            Ok(rules) => rules,
+            Err(e) => {
+                eprintln!("warning: no learned rules are enforced: {e}");
+                Vec::new()
+            }
+        };
         let mut opts = LoadOptions::new(&self.workspace, &self.config.plugins);
         opts.checks = self.declared_checks.clone();
         let mut warnings = Vec::new();

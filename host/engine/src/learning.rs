@@ -35,6 +35,24 @@ pub const GRAPH_FILE: &str = "graph.db";
 /// Longest text of a trace field: a trace is one event, not a log.
 const MAX_FIELD_CHARS: usize = 400;
 
+/// Longest text of a precedent's line in the prompt: three of them fit the section's
+/// default budget whole.
+const SHOWN_CHARS: usize = 160;
+
+/// What would have been right, for an action a guard refused: the host's own actions
+/// have a known right way; for the others, the guard's reason says it.
+fn correct_instead(action: &str, target: Option<&str>, reason: &str) -> String {
+    match (action, target) {
+        ("complete", _) => {
+            "change what the task asks, run the checks after the last change, and complete only when they pass".into()
+        }
+        ("set_field", Some(field)) if field.ends_with("tested") => {
+            "run the tests after the last change; claim tested only when that run passes".into()
+        }
+        _ => format!("do what the guard requires first: {reason}"),
+    }
+}
+
 /// `[learning]` in `agentforge.toml`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -266,6 +284,9 @@ impl Learning {
                 return Vec::new();
             }
         };
+        // A lesson a person confirmed (its pattern has an approved rule) comes first.
+        let mut found = found;
+        found.sort_by_key(|p| p.rule.is_none());
         let view: Vec<ShownPrecedent> = found.iter().map(show).collect();
         *shown = Some((key, view.clone()));
         view
@@ -362,10 +383,10 @@ fn show(p: &agentforge_graph::Precedent) -> ShownPrecedent {
         seen,
         happened: cut(
             &format!("{} ({}: {})", e.what_happened, e.enforcer, e.why),
-            MAX_FIELD_CHARS,
+            SHOWN_CHARS,
         )
         .into_owned(),
-        correct: cut(&e.what_was_correct, MAX_FIELD_CHARS).into_owned(),
+        correct: cut(&e.what_was_correct, SHOWN_CHARS).into_owned(),
         rule: p.rule.as_ref().map(|r| {
             let on = r
                 .target_glob
@@ -416,7 +437,7 @@ pub fn guard_event(ruling: &Ruling, action: &str, target: Option<&str>) -> Optio
         action: action.to_string(),
         target: target.map(bounded),
         what_happened: bounded(&what_happened),
-        what_was_correct: bounded(&format!("meet the condition before `{action}`: {reason}")),
+        what_was_correct: bounded(&correct_instead(action, target, reason)),
         why: bounded(reason),
     })
 }
