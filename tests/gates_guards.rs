@@ -506,7 +506,9 @@ fn tested_needs_a_passing_test_run_the_host_recorded_after_the_last_change() {
     let args = serde_json::json!({"field": "subtask.tested", "value": true,
                                   "evidence": "cargo test: all green"});
     let claim = |state: &agentforge::state_store::TaskState| {
-        guards.check_write("subtask.tested", &args, &spec, state)
+        guards
+            .check_write("subtask.tested", &args, &spec, state)
+            .decision
     };
 
     // No test has run: the evidence text is not enough.
@@ -561,7 +563,9 @@ fn tested_needs_a_passing_test_run_the_host_recorded_after_the_last_change() {
     let not = serde_json::json!({"field": "subtask.tested", "value": false, "evidence": ""});
     state.verification.checks.clear();
     assert_eq!(
-        guards.check_write("subtask.tested", &not, &spec, &state),
+        guards
+            .check_write("subtask.tested", &not, &spec, &state)
+            .decision,
         GuardDecision::Allow
     );
 }
@@ -696,12 +700,15 @@ fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
         guards.push(p.as_guard().unwrap());
     }
     assert_eq!(
-        guards.check(&complete, &spec, &state),
+        guards.check(&complete, &spec, &state).decision,
         GuardDecision::Deny(cited.to_string())
     );
     // The rule's condition does not hold once a file changed.
     state.files_modified.push("src/lib.rs".into());
-    assert_eq!(guards.check(&complete, &spec, &state), GuardDecision::Allow);
+    assert_eq!(
+        guards.check(&complete, &spec, &state).decision,
+        GuardDecision::Allow
+    );
 
     // No approved rules: the guard allows.
     state.files_modified.clear();
