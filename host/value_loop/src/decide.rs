@@ -82,6 +82,18 @@ pub enum StopReason {
         /// What it said.
         reason: String,
     },
+    /// Feature-list policy: the initializer gave no valid feature list in its attempts.
+    InitializerSpent {
+        /// The bound.
+        max: u32,
+    },
+    /// Feature-list policy: no feature is left to run and some are blocked.
+    FeaturesBlocked {
+        /// Features whose tests passed.
+        passed: u32,
+        /// Features blocked (failed tests spent, a blocked dependency, set aside).
+        blocked: u32,
+    },
 }
 
 /// The engine's answer.
@@ -126,23 +138,33 @@ fn critical_eval_due(limits: &Limits, s: &SprintState) -> bool {
     s.all_verifications_pass() && !high_score && new_since_last
 }
 
-/// The next action for a sprint in its value loop.
-pub fn decide(limits: &Limits, s: &SprintState) -> Decision {
+/// The stops every policy shares, checked first: escalated, the iteration bound, the
+/// token budget (the value policy here, the feature-list policy in
+/// [`crate::features::decide`]).
+pub fn shared_stop(limits: &Limits, s: &SprintState) -> Option<StopReason> {
     if let Some(reason) = &s.escalated {
-        return Decision::Stop(StopReason::Escalated {
+        return Some(StopReason::Escalated {
             reason: reason.clone(),
         });
     }
     if s.iteration >= limits.max_iterations {
-        return Decision::Stop(StopReason::IterationLimit {
+        return Some(StopReason::IterationLimit {
             max: limits.max_iterations,
         });
     }
     if s.tokens_used >= limits.token_budget {
-        return Decision::Stop(StopReason::TokenBudget {
+        return Some(StopReason::TokenBudget {
             used: s.tokens_used,
             budget: limits.token_budget,
         });
+    }
+    None
+}
+
+/// The next action for a sprint in its value loop.
+pub fn decide(limits: &Limits, s: &SprintState) -> Decision {
+    if let Some(stop) = shared_stop(limits, s) {
+        return Decision::Stop(stop);
     }
     // 0. Paused: check whether the person did it (no model call).
     if s.pause.is_some() {

@@ -20,6 +20,9 @@
 //!   model is shown them, kept in step with the types that parse the calls.
 //! - [`render`]: IMPLEMENTATION_PLAN.md, VALUE_CHECKLIST.md and DELIVERY_REPORT.md from state.
 //! - [`monitor`]: the process monitor's metrics and GREEN / YELLOW / RED thresholds.
+//! - [`features`]: the second policy on the same state and bounds, seed 003's feature
+//!   list (initializer -> coding -> tester per feature, the retry rule): `features.json`
+//!   checked at the boundary, its pure decision function, its progress view and report.
 //!
 //! The host (a later crate) runs each decision's role as a task of the stateless
 //! executor, measures the outcome and records it; this crate decides and judges.
@@ -27,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod decide;
+pub mod features;
 pub mod limits;
 pub mod manage_task;
 pub mod measure;

@@ -29,6 +29,11 @@ pub mod ceiling {
     pub const QC_GENERATIONS: u32 = 3;
     /// Tokens per sprint, over every role.
     pub const TOKENS: u64 = 50_000_000;
+    /// Failed tests of one feature before it is blocked (seed 003: `retry < 2` codes
+    /// again, `retry >= 2` blocks).
+    pub const FEATURE_RETRIES: u32 = 2;
+    /// Initializer sessions that may end without a valid feature list.
+    pub const INITIALIZER_ATTEMPTS: u32 = 2;
 }
 
 /// The `[value_loop]` settings a project may give (all optional: the ceiling is the
@@ -58,6 +63,8 @@ pub struct LimitsConfig {
     pub generate_verifications_after: Option<u32>,
     /// Tasks between critical evaluations (seed: 3).
     pub critical_eval_interval: Option<u32>,
+    /// Feature-list policy: failed tests of a feature before it is blocked (seed 003: 2).
+    pub max_feature_retries: Option<u32>,
 }
 
 /// A configured bound that is out of range.
@@ -98,6 +105,8 @@ pub struct Limits {
     pub(crate) token_budget: u64,
     pub(crate) generate_verifications_after: u32,
     pub(crate) critical_eval_interval: u32,
+    pub(crate) max_feature_retries: u32,
+    pub(crate) max_initializer_attempts: u32,
 }
 
 impl Default for Limits {
@@ -167,6 +176,12 @@ impl Limits {
                 3,
                 1_000,
             )? as u32,
+            max_feature_retries: b32(
+                "max_feature_retries",
+                c.max_feature_retries,
+                FEATURE_RETRIES,
+            )?,
+            max_initializer_attempts: INITIALIZER_ATTEMPTS,
         })
     }
 
@@ -217,6 +232,14 @@ impl Limits {
     /// Tasks between critical evaluations.
     pub fn critical_eval_interval(&self) -> u32 {
         self.critical_eval_interval
+    }
+    /// Feature-list policy: failed tests of a feature before it is blocked.
+    pub fn max_feature_retries(&self) -> u32 {
+        self.max_feature_retries
+    }
+    /// Feature-list policy: initializer sessions before the sprint stops without a list.
+    pub fn max_initializer_attempts(&self) -> u32 {
+        self.max_initializer_attempts
     }
 }
 
@@ -272,6 +295,28 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_feature_retry_bound_is_a_ceiling_too() {
+        assert_eq!(Limits::default().max_feature_retries(), 2);
+        let lower = LimitsConfig {
+            max_feature_retries: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(Limits::new(&lower).unwrap().max_feature_retries(), 1);
+        let raise = LimitsConfig {
+            max_feature_retries: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(
+            Limits::new(&raise).unwrap_err(),
+            LimitsError::AboveCeiling {
+                key: "max_feature_retries",
+                value: 3,
+                ceiling: 2
+            }
+        );
     }
 
     #[test]

@@ -259,7 +259,8 @@ pub fn delivery_report_with_cost(s: &SprintState, outcome: &Outcome, cost: Optio
     out
 }
 
-fn stop_text(r: &StopReason) -> String {
+/// A stop reason in words (the delivery reports of both policies).
+pub fn stop_text(r: &StopReason) -> String {
     match r {
         StopReason::IterationLimit { max } => format!("the iteration bound ({max}) was reached"),
         StopReason::TokenBudget { used, budget } => {
@@ -272,5 +273,11 @@ fn stop_text(r: &StopReason) -> String {
             format!("the exit gate did not pass in {max} attempts")
         }
         StopReason::Escalated { reason } => format!("escalated to a person: {reason}"),
+        StopReason::InitializerSpent { max } => {
+            format!("the initializer gave no valid feature list in {max} attempts")
+        }
+        StopReason::FeaturesBlocked { passed, blocked } => {
+            format!("{blocked} feature(s) blocked, {passed} passed")
+        }
     }
 }

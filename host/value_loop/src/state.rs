@@ -13,8 +13,15 @@ use serde::{Deserialize, Serialize};
 use crate::limits::Limits;
 use crate::measure::ValueMeasure;
 
-/// The state file's format version; a file of another version is refused, not guessed.
-pub const STATE_VERSION: u32 = 1;
+/// The state file's format version, written by this build. Version 2 added the policy
+/// and the feature list ([`SprintState::policy`], [`SprintState::feature_list`]); a
+/// version-1 state has neither and loads as a value-policy sprint. A file of a version
+/// outside [`MIN_STATE_VERSION`]..=[`STATE_VERSION`] is refused, not guessed (an older
+/// build refuses a version-2 state rather than run a feature list as a value sprint).
+pub const STATE_VERSION: u32 = 2;
+
+/// The oldest state format version this build reads.
+pub const MIN_STATE_VERSION: u32 = 1;
 
 /// Where a sprint is: qualifying its inputs, delivering, or done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -564,6 +571,13 @@ pub struct SprintState {
     /// Every critique (PRD critique, plan review...), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub critiques: Vec<CritiqueRecord>,
+    /// Which decision function runs this sprint (version 2; absent: the value policy).
+    #[serde(default, skip_serializing_if = "crate::features::Policy::is_value")]
+    pub policy: crate::features::Policy,
+    /// The feature list and each feature's progress (feature-list policy only; none
+    /// until the list is given or the initializer reports one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_list: Option<crate::features::FeatureList>,
 }
 
 /// A bound refused a change ([`SprintState`]'s counting methods).
@@ -635,6 +649,8 @@ impl SprintState {
             vision_validation: None,
             discovery: None,
             critiques: Vec::new(),
+            policy: crate::features::Policy::Value,
+            feature_list: None,
         }
     }
 

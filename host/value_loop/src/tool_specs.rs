@@ -303,6 +303,8 @@ pub fn tool_spec(name: &str) -> Option<ToolSpecJson> {
                 "additionalProperties": false
             }),
         ),
+        // The feature-list policy's initializer (its schema and checks live with the policy).
+        crate::features::REPORT_FEATURE_LIST => crate::features::tool_spec(),
         _ => return None,
     })
 }
