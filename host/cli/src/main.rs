@@ -450,8 +450,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     )));
                 }
                 match sprint {
-                    Some(_) if !task.is_dir() => Err(usage(anyhow!(
-                        "--sprint names a sprint, and {} is not a sprint folder (VISION.md and PRD.md)",
+                    Some(_) if !sprint::is_sprint_input(task) => Err(usage(anyhow!(
+                        "--sprint names a sprint, and {} is not a sprint folder (VISION.md and PRD.md) or a feature list (features.json)",
                         task.display()
                     ))),
                     _ if sprint::is_sprint_input(task) => {

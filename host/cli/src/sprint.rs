@@ -32,10 +32,26 @@ struct RunRecord {
 
 const RUN_RECORD: &str = "run.json";
 
-/// Whether `path` is a sprint's input folder (VISION.md and PRD.md in it).
+/// Whether `path` is a sprint's input: a folder (VISION.md and PRD.md in it), or a
+/// feature list ([`is_feature_list`]).
 pub fn is_sprint_input(path: &Path) -> bool {
-    path.is_dir()
+    path.is_dir() || is_feature_list(path)
 }
+
+/// The largest feature list read (a task file or anything else is not read whole).
+const MAX_FEATURE_LIST_BYTES: u64 = 4 << 20;
+
+/// Whether `path` is a feature list: a JSON object with `features` or `goal`, whatever
+/// the file is called (a task file is YAML with neither).
+pub fn is_feature_list(path: &Path) -> bool {
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.len() <= MAX_FEATURE_LIST_BYTES)
+        && std::fs::read_to_string(path)
+            .is_ok_and(|t| agentforge::value_loop::features::looks_like_feature_list(&t))
+}
+
+/// The copy of the feature list a sprint keeps (its input, compared on a second run).
+const FEATURE_INPUT: &str = "features.input.json";
 
 /// The sprint id a folder gives: its name, lower-cased, other characters as `-`.
 fn sprint_id_of(dir: &Path) -> String {
@@ -106,6 +122,9 @@ pub async fn run(
     flags: &RunFlags,
     sprint: Option<&str>,
 ) -> Result<u8, Failure> {
+    if input.is_file() {
+        return run_features(g, input, flags, sprint).await;
+    }
     let read = |name: &str| -> Result<String, Failure> {
         let p = input.join(name);
         std::fs::read_to_string(&p).map_err(|e| {
@@ -149,6 +168,70 @@ pub async fn run(
         Err(_) => store
             .create(&SprintState::new(&id), &vision, &prd)
             .map_err(failed)?,
+    };
+    drive(g, dir, flags, false).await
+}
+
+/// `agentforge run features.json`: a sprint of the feature-list policy (seed 003:
+/// initializer -> coding -> tester per feature), created from the checked list (or
+/// resumed when it exists with the same list) and run.
+async fn run_features(
+    g: &Global,
+    input: &Path,
+    flags: &RunFlags,
+    sprint: Option<&str>,
+) -> Result<u8, Failure> {
+    use agentforge::value_loop::features::{self, Policy};
+    let text = std::fs::read_to_string(input)
+        .map_err(|e| usage(anyhow!("{}: {e}", input.display())))?;
+    // Checked at the boundary: an error names the file, the feature and the field.
+    let list = features::parse_file(&text, &input.display().to_string())
+        .map_err(|e| usage(anyhow!("{e}")))?;
+    let ws = super::workspace_root(g)?;
+    super::check_writable(&ws)?;
+    // The id: --sprint, or the name of the list's folder (a list is usually
+    // `features.json`, so its own name says little).
+    let id = sprint.map(str::to_string).unwrap_or_else(|| {
+        sprint_id_of(
+            input
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new(".")),
+        )
+    });
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(usage(anyhow!(
+            "--sprint `{id}`: use letters, digits, `-` and `_` only"
+        )));
+    }
+    let store = SprintStore::new(&ws);
+    let dir = match store.open(&id) {
+        Ok(dir) => {
+            let same = std::fs::read_to_string(dir.path().join(FEATURE_INPUT))
+                .is_ok_and(|t| t == text);
+            if !same {
+                return Err(usage(anyhow!(
+                    "sprint `{id}` already exists at {} with another input; resume it with `agentforge resume {id}`, or give the new sprint another id with --sprint",
+                    dir.path().display()
+                )));
+            }
+            eprintln!("sprint `{id}` exists with the same feature list: resuming");
+            dir
+        }
+        Err(_) => {
+            let mut initial = SprintState::new(&id);
+            initial.policy = Policy::FeatureList;
+            // No pre-loop gates: the initializer is the policy's first decision.
+            initial.phase = agentforge::value_loop::state::SprintPhase::ValueLoop;
+            initial.feature_list = Some(list.into_list());
+            store
+                .create_with(&initial, &[(FEATURE_INPUT, &text)])
+                .map_err(failed)?
+        }
     };
     drive(g, dir, flags, false).await
 }
@@ -468,6 +551,9 @@ fn print_status(
         }
     }
     let cost_per_role = agentforge::sprint::cost_per_role(&events);
+    if s.policy == agentforge::value_loop::features::Policy::FeatureList {
+        return print_feature_status(g, dir, s, outcome, &events, &tokens, &cost_per_role);
+    }
     if g.json {
         let v = serde_json::json!({
             "sprint": s.sprint,
@@ -583,6 +669,104 @@ fn print_status(
         outln!(out, "cost: {c}");
     }
     outln!(out, "folder: {}", dir.path().display());
+    flush(&out);
+    Ok(())
+}
+
+/// `status` of a feature-list sprint: each feature's status, tests and retries.
+fn print_feature_status(
+    g: &Global,
+    dir: &SprintDir,
+    s: &SprintState,
+    outcome: Option<&SprintOutcome>,
+    events: &[agentforge::sprint::Event],
+    tokens: &std::collections::BTreeMap<String, u64>,
+    cost_per_role: &std::collections::BTreeMap<String, agentforge::cost::CostTotals>,
+) -> Result<(), Failure> {
+    use agentforge::value_loop::features::FeatureStatus as F;
+    use std::fmt::Write as _;
+    let empty = Default::default();
+    let list: &agentforge::value_loop::features::FeatureList =
+        s.feature_list.as_ref().unwrap_or(&empty);
+    let mut out = String::new();
+    if g.json {
+        let v = serde_json::json!({
+            "sprint": s.sprint,
+            "policy": s.policy,
+            "phase": s.phase,
+            "iteration": s.iteration,
+            "outcome": outcome,
+            "last_event": events.last().map(|e| serde_json::json!({"seq": e.seq, "outcome": e.outcome})),
+            "goal": list.goal,
+            "features": list.features.iter().map(|f| serde_json::json!({
+                "id": f.id, "status": f.status, "tested": f.tested, "retry": f.retry,
+                "coding_sessions": f.coding_sessions, "tests": f.tests, "block": f.block,
+            })).collect::<Vec<_>>(),
+            "initializer_attempts": list.initializer_attempts,
+            "tokens_used": s.tokens_used,
+            "tokens_per_role": tokens,
+            "cost_per_role": cost_per_role.iter().map(|(r, c)| (r.clone(), super::cost_json(Some(*c)))).collect::<std::collections::BTreeMap<_, _>>(),
+            "folder": dir.path(),
+        });
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&v).map_err(failed)?);
+        flush(&out);
+        return Ok(());
+    }
+    let end = match outcome {
+        Some(SprintOutcome::Delivered) => " — delivered".to_string(),
+        Some(o) => format!(
+            " — {}",
+            serde_json::to_value(o)
+                .ok()
+                .and_then(|v| v.get("outcome").and_then(|x| x.as_str()).map(str::to_string))
+                .unwrap_or_default()
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "sprint `{}` (feature list): {} iteration(s){end}",
+        s.sprint, s.iteration
+    );
+    if outcome.is_none() {
+        if let Some(e) = events.last() {
+            let _ = writeln!(out, "last event: #{} {}", e.seq, e.outcome);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "features: {} passed, {} blocked, {} open (of {})",
+        list.count(F::Passed),
+        list.count(F::Blocked),
+        list.count(F::Pending) + list.count(F::Completed) + list.count(F::Failed),
+        list.features.len()
+    );
+    for f in &list.features {
+        let _ = writeln!(
+            out,
+            "  {} [{}] {} (coding {}, tests {}, failed {})",
+            f.id,
+            f.status.name(),
+            f.description,
+            f.coding_sessions,
+            f.tests,
+            f.retry
+        );
+    }
+    let _ = writeln!(
+        out,
+        "tokens: {} ({})",
+        s.tokens_used,
+        tokens
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(c) = agentforge::sprint::cost_summary(cost_per_role) {
+        let _ = writeln!(out, "cost: {c}");
+    }
+    let _ = writeln!(out, "folder: {}", dir.path().display());
     flush(&out);
     Ok(())
 }

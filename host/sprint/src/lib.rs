@@ -78,7 +78,7 @@ pub enum SprintStoreError {
         got: u64,
     },
     /// The state file is of another format version.
-    #[error("{path} is sprint state version {found}; this agentforge reads version {expected}")]
+    #[error("{path} is sprint state version {found}; this agentforge reads versions 1 to {expected}")]
     Version {
         /// The file.
         path: String,
@@ -118,6 +118,15 @@ pub enum EventKind {
         measure_after: ValueMeasure,
         /// Whether measured value rose above its high-water mark.
         progressed: bool,
+    },
+    /// One iteration of the feature-list policy (seed 003's session state machine).
+    Feature {
+        /// What the policy decided.
+        decision: agentforge_value_loop::features::FeatureDecision,
+        /// Features passed before the iteration.
+        passed_before: u32,
+        /// Features passed after it (measured from the verify commands' exit codes).
+        passed_after: u32,
     },
     /// The loop waits for a person (a task needs them); no iteration is spent.
     Paused {
@@ -220,6 +229,16 @@ impl SprintStore {
         vision: &str,
         prd: &str,
     ) -> Result<SprintDir, SprintStoreError> {
+        self.create_with(initial, &[("VISION.md", vision), ("PRD.md", prd)])
+    }
+
+    /// Creates a sprint folder with `inputs` (file name, text) and its initial state
+    /// (a value sprint's VISION.md and PRD.md; a feature list's `features.input.json`).
+    pub fn create_with(
+        &self,
+        initial: &SprintState,
+        inputs: &[(&str, &str)],
+    ) -> Result<SprintDir, SprintStoreError> {
         let dir = self.root.join(&initial.sprint);
         if dir.exists() {
             return Err(SprintStoreError::Exists {
@@ -232,7 +251,7 @@ impl SprintStore {
         let tmp = self.root.join(format!(".{}.creating", initial.sprint));
         let _ = fs::remove_dir_all(&tmp);
         fs::create_dir_all(&tmp).map_err(io_err("cannot create", &tmp))?;
-        for (name, text) in [("VISION.md", vision), ("PRD.md", prd)] {
+        for &(name, text) in inputs {
             let p = tmp.join(name);
             atomic_write(&p, text.as_bytes()).map_err(io_err("cannot write", &p))?;
         }
@@ -303,7 +322,10 @@ impl SprintDir {
                 message: e.to_string(),
             })?;
         let found = v.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if found != agentforge_value_loop::state::STATE_VERSION {
+        // Older formats this build reads (version 1: no policy, the value policy).
+        let readable = agentforge_value_loop::state::MIN_STATE_VERSION
+            ..=agentforge_value_loop::state::STATE_VERSION;
+        if !readable.contains(&found) {
             return Err(SprintStoreError::Version {
                 path: p.display().to_string(),
                 found,
@@ -583,6 +605,22 @@ mod tests {
         let err = dir.recover().unwrap_err().to_string();
         assert!(err.contains("event 3 where 2 was expected"), "{err}");
         assert!(err.contains(LOG_FILE), "{err}");
+    }
+
+    #[test]
+    fn a_version_1_state_loads_as_a_value_sprint() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SprintStore::new(tmp.path());
+        let dir = store.create(&SprintState::new("demo"), "v", "p").unwrap();
+        fs::write(
+            dir.path().join(STATE_FILE),
+            r#"{"version": 1, "sprint": "demo", "phase": "value_loop", "iteration": 4}"#,
+        )
+        .unwrap();
+        let s = dir.load_state().unwrap();
+        assert_eq!(s.iteration, 4);
+        assert_eq!(s.policy, agentforge_value_loop::features::Policy::Value);
+        assert!(s.feature_list.is_none());
     }
 
     #[test]

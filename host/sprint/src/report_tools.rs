@@ -46,7 +46,10 @@ pub fn apply_call(
     produced: &mut Produced,
 ) -> Result<String, String> {
     check_loggable(args)?;
-    let message = if tool == MANAGE_TASK {
+    let message = if tool == agentforge_value_loop::features::REPORT_FEATURE_LIST {
+        // The feature-list policy's initializer: checked as `features.json` is.
+        agentforge_value_loop::features::apply_report(args, state)?
+    } else if tool == MANAGE_TASK {
         let mut args = args.clone();
         // `last` is for the host (it ends the role task), not a change to the plan.
         last_plan_change(&args)?;

@@ -23,6 +23,7 @@ use agentforge_value_loop::state::{
     Block, Pause, Recommendation, SprintPhase, SprintState, TaskSource, TaskStatus,
     VerificationStatus, VrcSnapshot,
 };
+use agentforge_value_loop::features::Policy;
 use agentforge_value_loop::{decide, Decision, Limits, LoopAction, StopReason, ValueMeasure};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -32,6 +33,8 @@ use crate::report_tools::{apply_recorded, Produced, MANAGE_TASK};
 use crate::roles::{self, Role, RoleJob};
 use crate::{Event, EventKind, SprintDir, SprintStoreError};
 use agentforge_engine::git::Git;
+
+mod features;
 
 /// Attempts of one pre-loop gate before the sprint fails (a gate whose role never
 /// reports, or a vision still with HARD issues after the person's revision).
@@ -191,6 +194,8 @@ struct JobResult {
     /// The role task's recorded cost.
     cost: CostTotals,
     files_modified: Vec<String>,
+    /// The role task ended with `complete` accepted (not out of steps, failed, escalated).
+    completed: bool,
 }
 
 /// Runs one sprint.
@@ -261,6 +266,14 @@ impl<'a> SprintRunner<'a> {
         loop {
             if self.stop.is_requested() {
                 return Err(RunnerError::Interrupted);
+            }
+            // The feature-list policy: the same state, log, roles and bounds, another
+            // decision function (seed 003's table), and no pre-loop gates.
+            if state.policy == Policy::FeatureList {
+                if let Some(outcome) = self.feature_step(&mut state).await? {
+                    return self.end(state, outcome);
+                }
+                continue;
             }
             if state.phase == SprintPhase::PreLoop {
                 if let Some(outcome) = self.pre_loop_gate(&mut state).await? {
@@ -503,6 +516,7 @@ impl<'a> SprintRunner<'a> {
             tokens,
             cost: final_state.cost.unwrap_or_default(),
             files_modified: final_state.files_modified,
+            completed: final_state.status == agentforge_core::state::TaskStatus::Complete,
         })
     }
 
@@ -1542,6 +1556,9 @@ pub fn write_views(
     outcome: Option<&SprintOutcome>,
 ) -> Result<(), SprintStoreError> {
     use agentforge_value_loop::render;
+    if state.policy == Policy::FeatureList {
+        return features::write_views(dir, state, outcome);
+    }
     let mut files = vec![
         ("IMPLEMENTATION_PLAN.md", render::implementation_plan(state)),
         ("VALUE_CHECKLIST.md", render::value_checklist(state)),

@@ -1061,7 +1061,7 @@ pub fn report(
                     .lines()
                     .map(str::trim)
                     .rfind(|l| !l.is_empty())
-                    .unwrap_or("");
+                    .unwrap_or("(no output)");
                 let code = fail
                     .exit_code
                     .map_or("timed out".to_string(), |c| format!("exit {c}"));
