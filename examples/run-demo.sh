@@ -65,4 +65,28 @@ echo "exit code: $sprint_status (0 = delivered, 2 = partial value, 1 = failed)"
 echo "sprint folder: $sprint_demo/.agentforge/sprints/sprint-slugkit/ (sprint.json, iterations.jsonl, DELIVERY_REPORT.md)"
 echo "commits on the sprint's branch:"
 git -C "$sprint_demo" log --oneline
-exit $sprint_status
+[ "$sprint_status" -eq 0 ] || exit "$sprint_status"
+
+# The feature-list policy (docs/feature-list.md): examples/features/features.json, three
+# features of a small Python module, each coded by one builder session (replayed) and
+# tested by the host's own run of its `verify` commands; F-2's first version fails its
+# test and the retry, shown the failure, passes.
+features="$root/examples/features"
+features_demo="$root/target/agentforge-features-demo"
+echo
+echo "== running the example feature list (examples/features) ==" >&2
+rm -rf "$features_demo"
+mkdir -p "$features_demo"
+cp -R "$features/project/." "$features_demo/"
+git -C "$features_demo" init -q
+git -C "$features_demo" add -A
+git -C "$features_demo" -c user.name=demo -c user.email=demo@localhost commit -q -m "textstats: stubs and tests"
+set +e
+"$root/target/debug/agentforge" --workspace "$features_demo" run "$features/features.json" \
+    --replay "$features/session" --plugins "$root/plugins" --strict "$@"
+features_status=$?
+set -e
+echo
+echo "exit code: $features_status (0 = every feature passed, 2 = some blocked)"
+echo "sprint folder: $features_demo/.agentforge/sprints/features/ (FEATURE_REPORT.md, features.json, iterations.jsonl)"
+exit $features_status
