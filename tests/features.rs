@@ -133,8 +133,10 @@ impl Setup {
     }
 
     fn state(&self) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(self.sprint_dir().join("sprint.json")).unwrap())
-            .unwrap()
+        serde_json::from_str(
+            &std::fs::read_to_string(self.sprint_dir().join("sprint.json")).unwrap(),
+        )
+        .unwrap()
     }
 
     fn feature(&self, id: &str) -> Value {
@@ -189,23 +191,38 @@ fn decisions(events: &[Value]) -> Vec<String> {
 /// repeat a number), and every event's sequence number follows the last.
 fn assert_nothing_twice(s: &Setup, what: &str) {
     for task in s.tasks() {
-        let log = s.ws().join(".agentforge/tasks").join(&task).join("actions.jsonl");
+        let log = s
+            .ws()
+            .join(".agentforge/tasks")
+            .join(&task)
+            .join("actions.jsonl");
         let steps: Vec<u64> = std::fs::read_to_string(&log)
             .unwrap_or_default()
             .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["step"].as_u64().unwrap())
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["step"]
+                    .as_u64()
+                    .unwrap()
+            })
             .collect();
         let want: Vec<u64> = (1..=steps.len() as u64).collect();
         assert_eq!(steps, want, "{what}: {task} ran a step twice or lost one");
     }
-    let seqs: Vec<u64> = s.events().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = s
+        .events()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     let want: Vec<u64> = (1..=seqs.len() as u64).collect();
     assert_eq!(seqs, want, "{what}: an event was lost or repeated");
     // Each session is one role task, named once by the iteration that ran it.
     let mut seen = BTreeSet::new();
     for e in s.events() {
         for t in e["role_tasks"].as_array().into_iter().flatten() {
-            assert!(seen.insert(t.as_str().unwrap().to_string()), "{what}: session {t} recorded twice");
+            assert!(
+                seen.insert(t.as_str().unwrap().to_string()),
+                "{what}: session {t} recorded twice"
+            );
         }
     }
 }
@@ -215,21 +232,45 @@ fn assert_three_feature_end(s: &Setup, what: &str) {
     assert_eq!(decisions(&s.events()), EXPECTED, "{what}");
     let f1 = s.feature("F-1");
     assert_eq!(
-        (f1["status"].as_str(), f1["tested"].as_bool(), f1["retry"].as_u64(), f1["coding_sessions"].as_u64(), f1["tests"].as_u64()),
+        (
+            f1["status"].as_str(),
+            f1["tested"].as_bool(),
+            f1["retry"].as_u64(),
+            f1["coding_sessions"].as_u64(),
+            f1["tests"].as_u64()
+        ),
         (Some("passed"), Some(true), Some(0), Some(1), Some(1)),
         "{what}: F-1 passes first time"
     );
     let f2 = s.feature("F-2");
     assert_eq!(
-        (f2["status"].as_str(), f2["tested"].as_bool(), f2["retry"].as_u64(), f2["coding_sessions"].as_u64(), f2["tests"].as_u64()),
+        (
+            f2["status"].as_str(),
+            f2["tested"].as_bool(),
+            f2["retry"].as_u64(),
+            f2["coding_sessions"].as_u64(),
+            f2["tests"].as_u64()
+        ),
         (Some("blocked"), Some(false), Some(2), Some(2), Some(2)),
         "{what}: F-2 is blocked after two failed tests, and never coded a third time"
     );
-    assert_eq!(f2["block"], json!({"kind": "retries_exhausted", "failed_tests": 2}));
-    assert_eq!(f2["last_failure"]["command"], "grep -qx two f2.txt", "{what}");
+    assert_eq!(
+        f2["block"],
+        json!({"kind": "retries_exhausted", "failed_tests": 2})
+    );
+    assert_eq!(
+        f2["last_failure"]["command"], "grep -qx two f2.txt",
+        "{what}"
+    );
     let f3 = s.feature("F-3");
     assert_eq!(
-        (f3["status"].as_str(), f3["tested"].as_bool(), f3["retry"].as_u64(), f3["coding_sessions"].as_u64(), f3["tests"].as_u64()),
+        (
+            f3["status"].as_str(),
+            f3["tested"].as_bool(),
+            f3["retry"].as_u64(),
+            f3["coding_sessions"].as_u64(),
+            f3["tests"].as_u64()
+        ),
         (Some("passed"), Some(true), Some(1), Some(2), Some(2)),
         "{what}: F-3 runs after the blocked one and passes after one retry"
     );
@@ -251,13 +292,17 @@ fn pass_blocked_after_two_failed_tests_and_the_next_passes_after_a_retry() {
     assert_three_feature_end(&s, "a clean run");
     // The retry session was shown the failure it must fix.
     let retry_task = std::fs::read_to_string(
-        s.ws().join(".agentforge/tasks").join(format!("{SPRINT}-005-builder/task.yaml")),
+        s.ws()
+            .join(".agentforge/tasks")
+            .join(format!("{SPRINT}-005-builder/task.yaml")),
     )
     .unwrap();
     assert!(retry_task.contains("last_failure"), "{retry_task}");
     assert!(retry_task.contains("grep -qx two f2.txt"), "{retry_task}");
     let first_task = std::fs::read_to_string(
-        s.ws().join(".agentforge/tasks").join(format!("{SPRINT}-003-builder/task.yaml")),
+        s.ws()
+            .join(".agentforge/tasks")
+            .join(format!("{SPRINT}-003-builder/task.yaml")),
     )
     .unwrap();
     assert!(!first_task.contains("last_failure"), "{first_task}");
@@ -274,14 +319,29 @@ fn pass_blocked_after_two_failed_tests_and_the_next_passes_after_a_retry() {
         .collect();
     assert_eq!(statuses, ["passed", "blocked", "passed"]);
     // The files are what the host measured.
-    assert_eq!(std::fs::read_to_string(s.ws().join("f3.txt")).unwrap(), "three\n");
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("f3.txt")).unwrap(),
+        "three\n"
+    );
     // status, in words and as JSON.
-    let st = agentforge(s.ws()).args(["status", SPRINT]).output().unwrap();
+    let st = agentforge(s.ws())
+        .args(["status", SPRINT])
+        .output()
+        .unwrap();
     assert_eq!(st.status.code(), Some(0), "{}", text(&st.stderr));
     let words = text(&st.stdout);
-    assert!(words.contains("features: 2 passed, 1 blocked, 0 open (of 3)"), "{words}");
-    assert!(words.contains("F-2 [blocked] f2.txt says two (coding 2, tests 2, failed 2)"), "{words}");
-    let js = agentforge(s.ws()).args(["--json", "status", SPRINT]).output().unwrap();
+    assert!(
+        words.contains("features: 2 passed, 1 blocked, 0 open (of 3)"),
+        "{words}"
+    );
+    assert!(
+        words.contains("F-2 [blocked] f2.txt says two (coding 2, tests 2, failed 2)"),
+        "{words}"
+    );
+    let js = agentforge(s.ws())
+        .args(["--json", "status", SPRINT])
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&js.stdout).unwrap();
     assert_eq!(v["policy"], "feature_list");
     assert_eq!(v["outcome"]["outcome"], "stopped");
@@ -326,7 +386,11 @@ fn a_lowered_retry_bound_blocks_after_one_failed_test_and_a_raised_one_is_refuse
     );
     for id in ["F-2", "F-3"] {
         let f = s.feature(id);
-        assert_eq!((f["retry"].as_u64(), f["coding_sessions"].as_u64()), (Some(1), Some(1)), "{id}");
+        assert_eq!(
+            (f["retry"].as_u64(), f["coding_sessions"].as_u64()),
+            (Some(1), Some(1)),
+            "{id}"
+        );
     }
     // Above the seed's ceiling of 2: refused before anything runs.
     let raised = Setup::new(&features_json(false), &sessions());
@@ -338,7 +402,10 @@ fn a_lowered_retry_bound_blocks_after_one_failed_test_and_a_raised_one_is_refuse
     let out = raised.run_cmd().output().unwrap();
     assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("max_feature_retries = 3 is above its ceiling of 2"), "{err}");
+    assert!(
+        err.contains("max_feature_retries = 3 is above its ceiling of 2"),
+        "{err}"
+    );
     assert!(raised.tasks().is_empty(), "nothing ran");
 }
 
@@ -366,7 +433,11 @@ fn kill_9_mid_run_then_resume_completes_with_no_session_run_twice() {
         let s = Setup::new(&features_json(false), &sessions());
         let out = s.run_cmd().env("AGENTFORGE_FAULT", fault).output().unwrap();
         assert_ne!(out.status.code(), Some(2), "{fault}: the fault must land");
-        assert!(text(&out.stderr).contains("fault injection"), "{fault}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("fault injection"),
+            "{fault}: {}",
+            text(&out.stderr)
+        );
         let out = s.resume_cmd().output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{fault}: {}", text(&out.stderr));
         assert_three_feature_end(&s, fault);
@@ -377,7 +448,11 @@ fn kill_9_mid_run_then_resume_completes_with_no_session_run_twice() {
     let mut child = spawn(s.run_cmd(), &log);
     let deadline = Instant::now() + Duration::from_secs(60);
     while s.events().is_empty() {
-        assert!(Instant::now() < deadline, "no event: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        assert!(
+            Instant::now() < deadline,
+            "no event: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // The first event (CODE F-1) is recorded; the test (`sleep 2 && ...`) is running.
@@ -389,7 +464,11 @@ fn kill_9_mid_run_then_resume_completes_with_no_session_run_twice() {
     }
     let status = child.wait().unwrap();
     assert_eq!(status.code(), None, "killed by a signal");
-    assert_eq!(decisions(&s.events()), ["CODE F-1"], "killed during TEST F-1");
+    assert_eq!(
+        decisions(&s.events()),
+        ["CODE F-1"],
+        "killed during TEST F-1"
+    );
     let out = s.resume_cmd().output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert_three_feature_end(&s, "SIGKILL during a test");
@@ -397,9 +476,11 @@ fn kill_9_mid_run_then_resume_completes_with_no_session_run_twice() {
 
 #[test]
 fn a_goal_alone_runs_the_initializer_then_its_features() {
-    let planner = vec![json!({"tool": "report_feature_list", "arguments": {"features": [
+    let planner = vec![
+        json!({"tool": "report_feature_list", "arguments": {"features": [
         {"id": "F-1", "description": "f1.txt says one", "verify": ["grep -qx one f1.txt"]}
-    ]}, "usage": {"input_tokens": 700, "output_tokens": 40}})];
+    ]}, "usage": {"input_tokens": 700, "output_tokens": 40}}),
+    ];
     let s = Setup::new(
         &json!({"goal": "a file that says one"}),
         &[
@@ -412,7 +493,10 @@ fn a_goal_alone_runs_the_initializer_then_its_features() {
     let ev = s.events();
     let mut d = vec!["INITIALIZE".to_string()];
     d.extend(decisions(&ev).into_iter().skip(1));
-    assert_eq!(d, ["INITIALIZE", "CODE F-1", "TEST F-1", "finished delivered"]);
+    assert_eq!(
+        d,
+        ["INITIALIZE", "CODE F-1", "TEST F-1", "finished delivered"]
+    );
     assert_eq!(s.state()["feature_list"]["initializer_attempts"], 1);
     assert_eq!(s.feature("F-1")["status"], "passed");
 }
@@ -428,10 +512,90 @@ fn a_bad_field_is_refused_naming_the_file_the_feature_and_the_field() {
     let file = s.ws().join("features.json").display().to_string();
     assert!(err.contains(&file), "{err}");
     assert!(err.contains("feature `F-2` (features[1]), field `verify`: must be a list of command strings, not a string"), "{err}");
-    assert!(!s.sprint_dir().exists(), "no sprint is created from a bad list");
+    assert!(
+        !s.sprint_dir().exists(),
+        "no sprint is created from a bad list"
+    );
     // A JSON file that is neither a feature list nor a task is not taken for one.
     std::fs::write(s.ws().join("other.json"), r#"{"id": "x"}"#).unwrap();
-    let out = agentforge(s.ws()).arg("run").arg(s.ws().join("other.json")).output().unwrap();
+    let out = agentforge(s.ws())
+        .arg("run")
+        .arg(s.ws().join("other.json"))
+        .output()
+        .unwrap();
     assert_ne!(out.status.code(), Some(0));
-    assert!(!text(&out.stderr).contains("feature"), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("feature"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The bundled example (examples/features) runs offline from its recorded session to
+/// delivered: F-2 passes after one retry, every feature's tests really pass.
+#[test]
+fn the_bundled_example_is_delivered_offline() {
+    let root = support::built_plugins::root();
+    let example = root.join("examples/features");
+    let ws = tempfile::tempdir().unwrap();
+    let project = example.join("project");
+    for entry in walk(&project) {
+        let to = ws.path().join(entry.strip_prefix(&project).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &to).unwrap();
+    }
+    let out = agentforge(ws.path())
+        .arg("run")
+        .arg(example.join("features.json"))
+        .arg("--replay")
+        .arg(example.join("session"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join(".agentforge/sprints/features/sprint.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let retries: Vec<(String, u64)> = state["feature_list"]["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            assert_eq!(f["status"], "passed", "{f}");
+            (
+                f["id"].as_str().unwrap().to_string(),
+                f["retry"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        retries,
+        [
+            ("F-1".to_string(), 0),
+            ("F-2".to_string(), 1),
+            ("F-3".to_string(), 0)
+        ]
+    );
+    // The example's list is valid against the documented schema's required fields too.
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/feature-list.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let required = &schema["properties"]["features"]["items"]["required"];
+    assert_eq!(required, &json!(["id", "description", "verify"]));
+}
+
+/// The files under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

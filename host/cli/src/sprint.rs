@@ -182,8 +182,8 @@ async fn run_features(
     sprint: Option<&str>,
 ) -> Result<u8, Failure> {
     use agentforge::value_loop::features::{self, Policy};
-    let text = std::fs::read_to_string(input)
-        .map_err(|e| usage(anyhow!("{}: {e}", input.display())))?;
+    let text =
+        std::fs::read_to_string(input).map_err(|e| usage(anyhow!("{}: {e}", input.display())))?;
     // Checked at the boundary: an error names the file, the feature and the field.
     let list = features::parse_file(&text, &input.display().to_string())
         .map_err(|e| usage(anyhow!("{e}")))?;
@@ -211,8 +211,8 @@ async fn run_features(
     let store = SprintStore::new(&ws);
     let dir = match store.open(&id) {
         Ok(dir) => {
-            let same = std::fs::read_to_string(dir.path().join(FEATURE_INPUT))
-                .is_ok_and(|t| t == text);
+            let same =
+                std::fs::read_to_string(dir.path().join(FEATURE_INPUT)).is_ok_and(|t| t == text);
             if !same {
                 return Err(usage(anyhow!(
                     "sprint `{id}` already exists at {} with another input; resume it with `agentforge resume {id}`, or give the new sprint another id with --sprint",
@@ -510,6 +510,9 @@ pub fn render(g: &Global, id: Option<&str>) -> Result<u8, Failure> {
         "IMPLEMENTATION_PLAN.md",
         "VALUE_CHECKLIST.md",
         "DELIVERY_REPORT.md",
+        // A feature-list sprint's views.
+        "FEATURE_REPORT.md",
+        "features.json",
     ] {
         let p = dir.path().join(name);
         if p.is_file() {
@@ -718,7 +721,10 @@ fn print_feature_status(
             " — {}",
             serde_json::to_value(o)
                 .ok()
-                .and_then(|v| v.get("outcome").and_then(|x| x.as_str()).map(str::to_string))
+                .and_then(|v| v
+                    .get("outcome")
+                    .and_then(|x| x.as_str())
+                    .map(str::to_string))
                 .unwrap_or_default()
         ),
         None => String::new(),

@@ -78,7 +78,9 @@ pub enum SprintStoreError {
         got: u64,
     },
     /// The state file is of another format version.
-    #[error("{path} is sprint state version {found}; this agentforge reads versions 1 to {expected}")]
+    #[error(
+        "{path} is sprint state version {found}; this agentforge reads versions 1 to {expected}"
+    )]
     Version {
         /// The file.
         path: String,

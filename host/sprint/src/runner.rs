@@ -17,13 +17,13 @@ use std::path::{Path, PathBuf};
 
 use agentforge_core::cost::CostTotals;
 use agentforge_engine::executor::{ExecError, Executor, Runtime, StopRequest};
+use agentforge_value_loop::features::Policy;
 use agentforge_value_loop::monitor::{IterationObservation, MonitorConfig, ProcessMonitor};
 use agentforge_value_loop::reports::Caller;
 use agentforge_value_loop::state::{
     Block, Pause, Recommendation, SprintPhase, SprintState, TaskSource, TaskStatus,
     VerificationStatus, VrcSnapshot,
 };
-use agentforge_value_loop::features::Policy;
 use agentforge_value_loop::{decide, Decision, Limits, LoopAction, StopReason, ValueMeasure};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -572,10 +572,7 @@ fn parse_features(
         problem,
     };
     let Some(items) = v.as_array() else {
-        return Err(top(format!(
-            "must be a list of features, not {}",
-            kind(v)
-        )));
+        return Err(top(format!("must be a list of features, not {}", kind(v))));
     };
     if items.len() > MAX_FEATURES {
         return Err(top(format!(
@@ -610,7 +607,13 @@ fn parse_features(
                     format!("`{id}` is not an id: use 1 to 64 letters, digits, `-`, `_` or `.`"),
                 ))
             }
-            None => return Err(ferr(&label, "id", "missing; every feature needs an id (`F-1`)".into())),
+            None => {
+                return Err(ferr(
+                    &label,
+                    "id",
+                    "missing; every feature needs an id (`F-1`)".into(),
+                ))
+            }
             Some(other) => {
                 return Err(ferr(
                     &label,
@@ -763,7 +766,10 @@ fn parse_features(
                     return Err(ferr(
                         &label,
                         "status",
-                        format!("`{other}` is not a status; use one of {}", STATUSES.join(", ")),
+                        format!(
+                            "`{other}` is not a status; use one of {}",
+                            STATUSES.join(", ")
+                        ),
                     ))
                 }
             },
@@ -1044,10 +1050,16 @@ pub fn report(
         );
         match &f.block {
             Some(FeatureBlock::RetriesExhausted { failed_tests }) => {
-                let _ = writeln!(out, "  - blocked: {failed_tests} failed tests (the retry bound)");
+                let _ = writeln!(
+                    out,
+                    "  - blocked: {failed_tests} failed tests (the retry bound)"
+                );
             }
             Some(FeatureBlock::Dependency { feature }) => {
-                let _ = writeln!(out, "  - blocked: it depends on {feature}, which cannot pass");
+                let _ = writeln!(
+                    out,
+                    "  - blocked: it depends on {feature}, which cannot pass"
+                );
             }
             Some(FeatureBlock::Input) => {
                 let _ = writeln!(out, "  - blocked: set aside in the feature list");
@@ -1318,10 +1330,12 @@ mod tests {
             ("F-1", FeatureStatus::Passed, 0, &[]),
             ("F-2", FeatureStatus::Failed, 1, &["F-1"]),
         ]);
-        let back: SprintState =
-            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        let back: SprintState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
-        assert_eq!(decide(&Limits::default(), &back), decide(&Limits::default(), &s));
+        assert_eq!(
+            decide(&Limits::default(), &back),
+            decide(&Limits::default(), &s)
+        );
     }
 
     const GOOD: &str = r#"{
@@ -1422,7 +1436,10 @@ mod tests {
             &mut s,
         )
         .unwrap_err();
-        assert!(bad.starts_with("VALIDATION_ERROR: report_feature_list: feature `F-1`"), "{bad}");
+        assert!(
+            bad.starts_with("VALIDATION_ERROR: report_feature_list: feature `F-1`"),
+            "{bad}"
+        );
         let status = apply_report(
             &json!({"features": [{"id": "F-1", "description": "d", "verify": ["true"], "status": "passed"}]}),
             &mut s,

@@ -4,8 +4,8 @@
 //! the way, and the end says delivered exactly when every feature passed.
 
 use agentforge_value_loop::features::{
-    apply_report, decide, FeatureAction, FeatureBlock, FeatureDecision, FeatureList,
-    FeatureStatus, Policy, TestFailure,
+    apply_report, decide, FeatureAction, FeatureBlock, FeatureDecision, FeatureList, FeatureStatus,
+    Policy, TestFailure,
 };
 use agentforge_value_loop::limits::{ceiling, Limits, LimitsConfig};
 use agentforge_value_loop::state::SprintState;
@@ -79,7 +79,11 @@ fn list_of(rng: &mut StdRng, w: &World, n: usize, presets: bool) -> serde_json::
                 "depends_on": deps,
             });
             if presets && rng.random_bool(w.preset) {
-                f["status"] = json!(if rng.random_bool(0.5) { "blocked" } else { "passed" });
+                f["status"] = json!(if rng.random_bool(0.5) {
+                    "blocked"
+                } else {
+                    "passed"
+                });
             }
             f
         })
@@ -162,7 +166,12 @@ fn run(w: &World) -> Result<(FeatureDecision, SprintState, Limits), TestCaseErro
         prop_assert!(list.initializer_attempts <= limits.max_initializer_attempts());
         for f in &list.features {
             prop_assert!(f.retry <= max, "{} retry {} > {max}", f.id, f.retry);
-            prop_assert!(f.coding_sessions <= max, "{}: {} coding sessions", f.id, f.coding_sessions);
+            prop_assert!(
+                f.coding_sessions <= max,
+                "{}: {} coding sessions",
+                f.id,
+                f.coding_sessions
+            );
             prop_assert!(f.tests <= max, "{}: {} tests", f.id, f.tests);
         }
         prop_assert!(s.iteration <= limits.max_iterations());
@@ -274,8 +283,20 @@ fn pass_retry_blocked_and_the_next_still_runs() {
     assert_eq!(
         trail,
         [
-            "code F-1", "test F-1", "code F-2", "test F-2", "code F-2", "test F-2", "code F-3",
-            "test F-3", "code F-3", "test F-3", "block F-3", "code F-4", "test F-4", "block F-5"
+            "code F-1",
+            "test F-1",
+            "code F-2",
+            "test F-2",
+            "code F-2",
+            "test F-2",
+            "code F-3",
+            "test F-3",
+            "code F-3",
+            "test F-3",
+            "block F-3",
+            "code F-4",
+            "test F-4",
+            "block F-5"
         ]
     );
 }

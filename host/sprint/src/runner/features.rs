@@ -97,7 +97,11 @@ impl SprintRunner<'_> {
             gate: None,
         };
         let inconsistent = |e: String| RunnerError::Inconsistent(e);
-        self.say(format!("[iter {:>3}] {}", s.iteration, action_line(&action)));
+        self.say(format!(
+            "[iter {:>3}] {}",
+            s.iteration,
+            action_line(&action)
+        ));
         let mut jobs: Vec<JobResult> = Vec::new();
         let outcome = match &action {
             FeatureAction::Initialize => {
@@ -145,7 +149,9 @@ impl SprintRunner<'_> {
                 let outline: Vec<Value> = list
                     .features
                     .iter()
-                    .map(|x| Value::String(format!("{} [{}] {}", x.id, x.status.name(), x.description)))
+                    .map(|x| {
+                        Value::String(format!("{} [{}] {}", x.id, x.status.name(), x.description))
+                    })
                     .collect();
                 let retrying = f.status == FeatureStatus::Failed;
                 let failure = f.last_failure.as_ref().filter(|_| retrying).map(|fail| {
@@ -317,7 +323,10 @@ pub(super) fn write_views(
         cost.as_deref(),
     );
     let progress = serde_json::to_vec_pretty(&policy::progress_view(state)).unwrap_or_default();
-    for (name, bytes) in [(REPORT_FILE, report.into_bytes()), (PROGRESS_FILE, progress)] {
+    for (name, bytes) in [
+        (REPORT_FILE, report.into_bytes()),
+        (PROGRESS_FILE, progress),
+    ] {
         let p = dir.path().join(name);
         agentforge_store::state_store::atomic_write(&p, &bytes).map_err(|source| {
             SprintStoreError::Io {
