@@ -456,8 +456,7 @@ pub const MAX_VERIFY: usize = 20;
 pub const MAX_TEXT_CHARS: usize = 2000;
 
 /// A `features.json` that cannot run: names the file, the feature and the field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{origin}: {}{}: {problem}", .feature.as_deref().map(|f| format!("feature {f}, ")).unwrap_or_default(), .field.as_deref().map(|f| format!("field `{f}`")).unwrap_or_else(|| "the file".to_string()))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeatureFileError {
     /// The file (or the report tool) the list came from.
     pub origin: String,
@@ -468,6 +467,20 @@ pub struct FeatureFileError {
     /// What is wrong and what is expected.
     pub problem: String,
 }
+
+impl std::fmt::Display for FeatureFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let place = match (&self.feature, &self.field) {
+            (Some(feature), Some(field)) => format!("feature {feature}, field `{field}`"),
+            (Some(feature), None) => format!("feature {feature}"),
+            (None, Some(field)) => format!("field `{field}`"),
+            (None, None) => "the file".to_string(),
+        };
+        write!(f, "{}: {place}: {}", self.origin, self.problem)
+    }
+}
+
+impl std::error::Error for FeatureFileError {}
 
 /// A checked `features.json`: the goal and the features with their input status
 /// (`completed` and `passed` become `completed`: the host tests them first and trusts no
@@ -1399,7 +1412,7 @@ mod tests {
             (r#"{"goal": 3}"#.into(), "field `goal`: must be a string, not a number"),
             (r#"{"features": []}"#.into(), "field `features`: give at least one feature"),
             (r#"{"features": {}}"#.into(), "field `features`: must be a list"),
-            (one("3"), "feature features[0], the file: must be an object"),
+            (one("3"), "feature features[0]: must be an object"),
             (one(r#"{"description": "d", "verify": ["true"]}"#), "feature features[0], field `id`: missing"),
             (one(r#"{"id": "F 1", "description": "d", "verify": ["true"]}"#), "field `id`: `F 1` is not an id"),
             (one(r#"{"id": "F-1", "verify": ["true"]}"#), "feature `F-1` (features[0]), field `description`: missing"),
