@@ -90,6 +90,16 @@ fn run_task(
     (c.output().unwrap(), server)
 }
 
+/// `agentforge resume <id>` against a new scripted model.
+fn resume(dir: &Path, id: &str, script: Vec<Scripted>) -> Output {
+    let server = ScriptedServer::builder(Protocol::OpenAi)
+        .api_key(KEY)
+        .script(script)
+        .start_background();
+    let args = ["resume", id, "--provider", "openai", "--model", "gpt-4o"];
+    cmd(dir, Some(&server), &args).output().unwrap()
+}
+
 fn json_of(dir: &Path, args: &[&str]) -> Value {
     let out = cmd(dir, None, args).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
@@ -276,24 +286,7 @@ fn a_kill_after_a_traced_steps_log_line_leaves_exactly_one_trace_after_resume() 
         stderr(&out)
     );
     assert_eq!(records(dir, "killed").len(), 2);
-    let server = ScriptedServer::builder(Protocol::OpenAi)
-        .api_key(KEY)
-        .script([escalate()])
-        .start_background();
-    let out = cmd(
-        dir,
-        Some(&server),
-        &[
-            "resume",
-            "killed",
-            "--provider",
-            "openai",
-            "--model",
-            "gpt-4o",
-        ],
-    )
-    .output()
-    .unwrap();
+    let out = resume(dir, "killed", vec![escalate()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let traces = json_of(dir, &["--json", "traces", "--task", "killed"]);
     assert_eq!(traces.as_array().unwrap().len(), 1, "{traces:#}");
@@ -312,24 +305,7 @@ fn a_kill_after_a_traced_steps_log_line_leaves_exactly_one_trace_after_resume() 
     );
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(records(dir, "killed-early").len(), 1);
-    let server = ScriptedServer::builder(Protocol::OpenAi)
-        .api_key(KEY)
-        .script([bare_claim(), escalate()])
-        .start_background();
-    let out = cmd(
-        dir,
-        Some(&server),
-        &[
-            "resume",
-            "killed-early",
-            "--provider",
-            "openai",
-            "--model",
-            "gpt-4o",
-        ],
-    )
-    .output()
-    .unwrap();
+    let out = resume(dir, "killed-early", vec![bare_claim(), escalate()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let traces = json_of(dir, &["--json", "traces", "--task", "killed-early"]);
     assert_eq!(traces.as_array().unwrap().len(), 1, "{traces:#}");

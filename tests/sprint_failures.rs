@@ -1777,8 +1777,12 @@ fn context_tokens_stay_flat_across_a_long_sprint() {
         last.len(),
         "{first_task} {first:?} / {last_task} {last:?}"
     );
+    // The one section that may differ between tasks is `precedents:` (other tasks'
+    // corrections, from the trace database), bounded by its own budget: it is allowed on
+    // top of the drift.
+    let precedents = agentforge::context::Budgets::default().precedents as f64;
     for (step, (a, b)) in first.iter().zip(last).enumerate() {
-        let drift = (*b as f64 - *a as f64).abs() / *a as f64;
+        let drift = ((*b as f64 - *a as f64).abs() - precedents).max(0.0) / *a as f64;
         assert!(
             drift <= 0.10,
             "builder step {}: {a} context tokens in {first_task}, {b} in {last_task} ({:.1}%)",
@@ -1815,7 +1819,7 @@ fn context_tokens_stay_flat_across_a_long_sprint() {
             at.len()
         );
         assert!(
-            (hi - lo) as f64 <= 0.01 * lo as f64,
+            (hi - lo) as f64 <= 0.01 * lo as f64 + precedents,
             "builder step {}: {lo}..{hi}",
             step + 1
         );
