@@ -6,7 +6,9 @@
 //! equals what the log shows and does not drift.
 //!
 //! A model with no price has an *unknown* cost, never zero: [`PriceTable::price`] returns
-//! `None`, a step records no cost, and the task's [`CostTotals`] count it as unpriced.
+//! `None`, a step records no cost, and the task's [`CostTotals`] count it as unpriced. So
+//! does a call whose provider reported no usage ([`call_cost`]): a replayed session
+//! recorded without token counts cost something, but not what zero tokens would say.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -97,6 +99,17 @@ impl ModelPrice {
         let micro = (pico + 500_000) / 1_000_000;
         MicroUsd(u64::try_from(micro).unwrap_or(u64::MAX))
     }
+}
+
+/// What one model call cost: `None` (unknown, never zero) when the model has no price or
+/// the call's usage was not reported. Every real call sends a prompt, so a usage of zero
+/// input tokens is a missing count (a replayed session recorded without usage, a provider
+/// that left it out), not a free call.
+pub fn call_cost(price: Option<&ModelPrice>, usage: &Usage) -> Option<MicroUsd> {
+    if usage.input_tokens == 0 {
+        return None;
+    }
+    price.map(|p| p.cost(usage))
 }
 
 /// The date the shipped prices were taken ([`DEFAULT_PRICES`]).
@@ -258,9 +271,10 @@ impl PriceTable {
         self.overridden.contains(key)
     }
 
-    /// What one call to `model` with `usage` cost; `None` when the model has no price.
+    /// What one call to `model` with `usage` cost; `None` when the model has no price or
+    /// the usage was not reported ([`call_cost`]).
     pub fn cost(&self, model: &str, usage: &Usage) -> Option<MicroUsd> {
-        self.price(model).map(|(_, p)| p.cost(usage))
+        call_cost(self.price(model).map(|(_, p)| p), usage)
     }
 }
 
@@ -392,6 +406,25 @@ mod tests {
         // priced once, as cached.
         let sonnet = *PriceTable::default().price("claude-sonnet-4-5").unwrap().1;
         assert_eq!(sonnet.cost(&usage(10, 50, 0)), MicroUsd(3));
+    }
+
+    #[test]
+    fn a_call_without_reported_usage_costs_unknown_not_zero() {
+        let t = PriceTable::default();
+        assert_eq!(t.cost("claude-sonnet-4-5", &usage(0, 0, 0)), None);
+        // Output alone is no report either: every call has a prompt.
+        assert_eq!(t.cost("claude-sonnet-4-5", &usage(0, 0, 40)), None);
+        assert_eq!(call_cost(None, &usage(100, 0, 10)), None);
+        let free = ModelPrice::new(MicroUsd::ZERO, MicroUsd::ZERO, None);
+        // A priced free model with real usage is zero, and known.
+        assert_eq!(
+            call_cost(Some(&free), &usage(100, 0, 10)),
+            Some(MicroUsd::ZERO)
+        );
+        let mut totals = CostTotals::default();
+        totals.add(call_cost(Some(&free), &usage(0, 0, 0)));
+        assert_eq!(totals.known(), None);
+        assert_eq!(totals.to_string(), "unknown (1 unpriced step)");
     }
 
     #[test]

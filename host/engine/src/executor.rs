@@ -1620,8 +1620,9 @@ impl<'r> Executor<'r> {
         state.tokens.output_tokens += response.usage.output_tokens;
         state.tokens.cached_input_tokens += response.usage.cached_input_tokens;
         // Priced by the model asked for (the one the cap was checked against); unknown,
-        // never zero, when it has no price.
-        let cost = self.rt.model_price().map(|p| p.cost(&response.usage));
+        // never zero, when it has no price or the provider reported no usage.
+        let cost =
+            agentforge_core::cost::call_cost(self.rt.model_price().as_ref(), &response.usage);
         state
             .cost
             // The task's steps before this one were recorded without a cost.

@@ -185,8 +185,10 @@ pub fn cost_per_role(events: &[Event]) -> BTreeMap<String, agentforge_core::cost
     per_role
 }
 
-/// A sprint's cost for people: `$0.42 (builder $0.30, planner $0.12)`; unknown while
-/// any role's step had an unpriced model. `None` when no event recorded a cost.
+/// A sprint's cost for people: `$0.42 (builder $0.30, planner $0.12)`. While any role's
+/// step has an unknown cost (an unpriced model, a replayed call without usage) the total
+/// is unknown and says so, never `$0.00`: `unknown (12 unpriced steps); per role: builder
+/// unknown, planner $0.12`. `None` when no event recorded a cost.
 pub fn cost_summary(
     per_role: &BTreeMap<String, agentforge_core::cost::CostTotals>,
 ) -> Option<String> {
@@ -197,8 +199,18 @@ pub fn cost_summary(
     for c in per_role.values() {
         total.merge(c);
     }
-    let roles: Vec<String> = per_role.iter().map(|(r, c)| format!("{r} {c}")).collect();
-    Some(format!("{total} ({})", roles.join(", ")))
+    // A role's lower bound is left to the total: "builder unknown" is what it is.
+    let roles: Vec<String> = per_role
+        .iter()
+        .map(|(r, c)| match c.known() {
+            Some(known) => format!("{r} {known}"),
+            None => format!("{r} unknown"),
+        })
+        .collect();
+    Some(match total.known() {
+        Some(known) => format!("{known} ({})", roles.join(", ")),
+        None => format!("{total}; per role: {}", roles.join(", ")),
+    })
 }
 
 /// What [`SprintDir::recover`] repaired.
@@ -511,6 +523,48 @@ mod tests {
     use super::*;
     use agentforge_value_loop::LoopAction;
     use std::io::Write;
+
+    #[test]
+    fn a_sprint_cost_is_unknown_while_any_role_step_is_unpriced_never_zero() {
+        use agentforge_core::cost::{CostTotals, MicroUsd};
+        let priced = |m: u64| CostTotals {
+            usd_micros: MicroUsd(m),
+            unpriced_steps: 0,
+        };
+        let unknown = |m: u64, n: u64| CostTotals {
+            usd_micros: MicroUsd(m),
+            unpriced_steps: n,
+        };
+        assert_eq!(cost_summary(&BTreeMap::new()), None);
+        let known: BTreeMap<String, CostTotals> = [
+            ("builder".to_string(), priced(300_000)),
+            ("planner".to_string(), priced(121_200)),
+        ]
+        .into();
+        assert_eq!(
+            cost_summary(&known).as_deref(),
+            Some("$0.4212 (builder $0.30, planner $0.1212)")
+        );
+        // The replayed example sprint: every step without usage.
+        let replayed: BTreeMap<String, CostTotals> = [
+            ("builder".to_string(), unknown(0, 9)),
+            ("critic".to_string(), unknown(0, 3)),
+        ]
+        .into();
+        assert_eq!(
+            cost_summary(&replayed).as_deref(),
+            Some("unknown (12 unpriced steps); per role: builder unknown, critic unknown")
+        );
+        let partly: BTreeMap<String, CostTotals> = [
+            ("builder".to_string(), unknown(100_000, 2)),
+            ("planner".to_string(), priced(20_000)),
+        ]
+        .into();
+        assert_eq!(
+            cost_summary(&partly).as_deref(),
+            Some("unknown (at least $0.12; 2 unpriced steps); per role: builder unknown, planner $0.02")
+        );
+    }
 
     fn event(seq: u64, state: &SprintState) -> Event {
         Event {

@@ -125,3 +125,14 @@ fn delivery_report_shows_the_cost_beside_the_tokens() {
         Some("$0.4212 (builder $0.30, planner $0.1212)")
     ));
 }
+
+#[test]
+fn delivery_report_says_an_unknown_cost_is_unknown() {
+    // A sprint whose role tasks reported no usage (a replayed session) or ran an
+    // unpriced model: the host's summary says unknown, and the report shows it as given.
+    insta::assert_snapshot!(delivery_report_with_cost(
+        &sprint(),
+        &Outcome::Delivered,
+        Some("unknown (12 unpriced steps); per role: builder unknown, critic unknown")
+    ));
+}
