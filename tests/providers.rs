@@ -653,7 +653,8 @@ async fn anthropic_from_settings_reads_key_and_base_url_from_env() {
 #[tokio::test]
 async fn scripted_server_rejects_invalid_requests() {
     let openai = ScriptedServer::start(Protocol::OpenAi, vec![read_call()]).await;
-    let client = reqwest::Client::new();
+    // The host's TLS set-up: the workspace's reqwest has no crypto provider of its own.
+    let client = agentforge::providers::client_builder().build().unwrap();
     let url = format!("{}/chat/completions", openai.base_url());
     let mut body = json!({
         "model": "m", "max_tokens": 10,

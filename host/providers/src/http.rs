@@ -157,6 +157,36 @@ impl fmt::Display for Failure {
     }
 }
 
+/// The TLS configuration of every HTTPS connection the host makes: rustls with the ring
+/// provider, TLS 1.2 and 1.3, and the bundled Mozilla roots (webpki-roots), as reqwest
+/// 0.12's `rustls-tls` had it; so no system OpenSSL and no CA store on the machine are
+/// needed. HTTP/1.1 only (the workspace's reqwest has no HTTP/2).
+fn tls_config() -> rustls::ClientConfig {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        // ring supports every version rustls offers by default: this cannot fail.
+        .expect("ring supports rustls' default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config
+}
+
+/// A `reqwest::ClientBuilder` with the host's TLS set-up ([`tls_config`]): the one way the
+/// host builds an HTTP client (the providers, the sprint's health probes, MCP servers over
+/// streamable HTTP). The workspace's reqwest is built without a crypto provider of its own
+/// (`rustls-no-provider`), and a builder that was not given this configuration panics
+/// when it builds.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls_config())
+        .user_agent(concat!("agentforge/", env!("CARGO_PKG_VERSION")))
+}
+
 /// The HTTP side of a provider: client, retry policy and what is needed to
 /// write good, key-free errors.
 pub(crate) struct HttpClient {
@@ -195,10 +225,9 @@ impl HttpClient {
                 "{provider}: the request timeout must be greater than zero"
             )));
         }
-        let client = reqwest::Client::builder()
+        let client = client_builder()
             .timeout(timeout)
             .connect_timeout(timeout)
-            .user_agent(concat!("agentforge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| {
                 ProviderError::Config(format!("{provider}: cannot build HTTP client: {e}"))
@@ -493,6 +522,14 @@ pub(crate) fn normalize_base_url(provider: &str, base: &str) -> Result<String, P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_client_builds_with_its_own_tls_set_up() {
+        // reqwest is built without a crypto provider: a builder without ours would panic.
+        let config = tls_config();
+        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        assert!(client_builder().build().is_ok());
+    }
 
     fn policy() -> RetryPolicy {
         RetryPolicy {

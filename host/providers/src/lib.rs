@@ -38,7 +38,7 @@ use std::time::Duration;
 pub use agentforge_core::model::*;
 pub use agentforge_core::text_mode::{parse_action_block, text_mode_instructions};
 pub use anthropic::AnthropicProvider;
-pub use http::{MissingField, RetryNotice, RetryObserver, RetryPolicy};
+pub use http::{client_builder, MissingField, RetryNotice, RetryObserver, RetryPolicy};
 pub use openai::OpenAiProvider;
 pub use replay::{neutral_body, record_line, ReplayProvider};
 

@@ -77,7 +77,10 @@ pub async fn healthy(service: &Service) -> bool {
         );
     }
     if check.starts_with("http://") || check.starts_with("https://") {
-        let Ok(client) = reqwest::Client::builder().timeout(HEALTH_TIMEOUT).build() else {
+        let Ok(client) = agentforge_providers::client_builder()
+            .timeout(HEALTH_TIMEOUT)
+            .build()
+        else {
             return false;
         };
         return match client.get(check).send().await {
