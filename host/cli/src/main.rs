@@ -635,10 +635,16 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     agentforge::value_loop::SprintState::new("context"),
                 ));
             }
+            // The MCP servers' tools, as a run offers them; one that cannot be reached is
+            // listed, not fatal: `context` only shows.
+            let (mcp, mcp_errors) = agentforge::mcp::connect_each(&rt.config.mcp).await;
+            rt.tools.extend(mcp.tools);
+            let phase = dir.load_state().map(|s| s.phase).unwrap_or_default();
             let exec = Executor::new(&rt, dir);
             let mut prepared = exec.prepare().map_err(exec_failure)?;
             prepared.prompt.make_exact();
             agentforge::context::save_token_counts();
+            let offered: Vec<&str> = prepared.request.tools.iter().map(|t| t.name.as_str()).collect();
             if g.json {
                 let v = serde_json::json!({
                     "step": prepared.step,
@@ -649,10 +655,16 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     "sections": prepared.prompt.sections.iter().map(|s| serde_json::json!({"name": s.name, "tokens": s.tokens, "budget": s.budget, "compressed": s.compressed})).collect::<Vec<_>>(),
                     "instructions": prepared.prompt.instructions.iter().map(|f| serde_json::json!({"path": f.path, "tokens": f.tokens(), "chars": f.chars, "shown_chars": f.shown_chars, "cut": f.cut, "left_out": f.left_out})).collect::<Vec<_>>(),
                     "instructions_skipped": prepared.instructions_skipped,
+                    "mcp_tools": mcp.info.iter().map(|t| serde_json::json!({"name": t.action, "server": t.server, "offered": offered.contains(&t.action.as_str()), "tokens": agentforge::context::count_tokens(&serde_json::to_string(&t.spec).unwrap_or_default())})).collect::<Vec<_>>(),
+                    "mcp_errors": mcp_errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
                 });
                 println!("{}", serde_json::to_string_pretty(&v).map_err(failed)?);
             } else {
                 print!("{}", render_report(&prepared.prompt));
+                if !rt.config.mcp.servers.is_empty() {
+                    let listing = agentforge::mcp::render_listing(&mcp.info, &mcp_errors, &offered, &phase);
+                    println!("\n{listing}");
+                }
                 // Found but not read: say why, so a missing rule is never a mystery.
                 if !prepared.instructions_skipped.is_empty() {
                     println!("\n=== instruction files not shown ===");

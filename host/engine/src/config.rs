@@ -584,6 +584,7 @@ impl Config {
             }
         }
         self.price_table().map_err(|(field, m)| err(&field, m))?;
+        self.mcp.validate().map_err(|(field, m)| err(&field, m))?;
         if let Some(cap) = self.limits.max_cost_usd {
             parse_cap(cap).map_err(|m| err("limits.max_cost_usd", m))?;
         }
@@ -649,7 +650,8 @@ impl Config {
     }
 
     /// The environment policy checks run with: `[checks.env]`, and the provider's key
-    /// variable (whatever `api_key_env` names) never passed.
+    /// variable (whatever `api_key_env` names) and the variables `[mcp.servers]` read never
+    /// passed.
     pub fn env_policy(
         &self,
     ) -> Result<agentforge_store::secrets::EnvPolicy, agentforge_store::secrets::EnvPolicyError>
@@ -663,6 +665,11 @@ impl Config {
         }
         if let Some(var) = &self.provider.api_key_env {
             policy.force_deny(var);
+        }
+        // An MCP server's credentials (`${NAME}` in its env or headers): never a check's,
+        // always masked, whatever the variable is called.
+        for var in self.mcp.env_vars() {
+            policy.force_deny(&var);
         }
         Ok(policy)
     }

@@ -251,10 +251,19 @@ impl Secrets {
     where
         I: IntoIterator<Item = (String, String)>,
     {
+        Secrets::collect_with(vars, policy, Vec::new())
+    }
+
+    /// [`Secrets::collect`], and `extra` values besides.
+    fn collect_with<I>(vars: I, policy: &EnvPolicy, extra: Vec<String>) -> Secrets
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
         let mut values: Vec<String> = vars
             .into_iter()
             .filter(|(k, v)| v.trim().chars().count() >= MIN_SECRET_LEN && policy.holds_secret(k))
             .map(|(_, v)| v)
+            .chain(extra)
             .collect();
         values.sort();
         values.dedup();
@@ -366,6 +375,14 @@ struct Installed {
 
 static INSTALLED: RwLock<Option<Installed>> = RwLock::new(None);
 
+/// Values added with [`add_values`]: kept apart from the environment's, so a later
+/// [`install`] (each run's runtime installs its policy) masks them still.
+static ADDED: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+fn added() -> Vec<String> {
+    ADDED.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 fn env_strings() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os().map(|(k, v)| {
         (
@@ -378,7 +395,7 @@ fn env_strings() -> impl Iterator<Item = (String, String)> {
 /// Makes `policy` the process's: checks run with it, and the values of the current
 /// environment it says hold keys are masked from now on.
 pub fn install(policy: EnvPolicy) {
-    let secrets = Secrets::collect(env_strings(), &policy);
+    let secrets = Secrets::collect_with(env_strings(), &policy, added());
     let mut slot = INSTALLED.write().unwrap_or_else(|p| p.into_inner());
     *slot = Some(Installed {
         policy: Arc::new(policy),
@@ -395,11 +412,37 @@ fn installed<T>(pick: impl Fn(&Installed) -> Arc<T>) -> Arc<T> {
     let i = slot.get_or_insert_with(|| {
         let policy = EnvPolicy::default();
         Installed {
-            secrets: Arc::new(Secrets::collect(env_strings(), &policy)),
+            secrets: Arc::new(Secrets::collect_with(env_strings(), &policy, added())),
             policy: Arc::new(policy),
         }
     });
     pick(i)
+}
+
+/// Masks `values` from now on, beside the environment's keys: secrets the host holds that
+/// no variable's name marks as one (an MCP server's `Authorization` header written in the
+/// config, a value read through `${VAR}` from a variable of any name). Values shorter than
+/// [`MIN_SECRET_LEN`] are ignored, as everywhere.
+pub fn add_values(values: impl IntoIterator<Item = String>) {
+    let mut new: Vec<String> = values
+        .into_iter()
+        .filter(|v| v.trim().chars().count() >= MIN_SECRET_LEN)
+        .collect();
+    if new.is_empty() {
+        return;
+    }
+    {
+        let mut slot = ADDED.write().unwrap_or_else(|p| p.into_inner());
+        new.retain(|v| !slot.contains(v));
+        slot.extend(new);
+    }
+    let policy = policy();
+    let secrets = Secrets::collect_with(env_strings(), &policy, added());
+    let mut slot = INSTALLED.write().unwrap_or_else(|p| p.into_inner());
+    *slot = Some(Installed {
+        policy,
+        secrets: Arc::new(secrets),
+    });
 }
 
 /// The process's environment policy for checks.
@@ -506,6 +549,16 @@ mod tests {
             "key=***; region eu-west-1x; short /home/someone"
         );
         assert!(matches!(s.mask("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn added_values_are_masked_and_survive_a_new_install() {
+        add_values(["mcp-header-value-0123".to_string(), "short".to_string()]);
+        assert_eq!(mask("Bearer mcp-header-value-0123"), "Bearer ***");
+        // Each run's runtime installs its policy again: the added values stay masked.
+        install(EnvPolicy::default());
+        assert_eq!(mask("x mcp-header-value-0123"), "x ***");
+        assert_eq!(mask("short"), "short");
     }
 
     #[test]
