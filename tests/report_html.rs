@@ -35,6 +35,47 @@ fn session() -> String {
         .join("\n")
 }
 
+/// Each step's cost in micro-dollars at the replayed model's shipped price
+/// (`claude-sonnet-4-5`: $3 in / $15 out per million tokens, 3 and 15 micro-dollars a
+/// token), from the usage [`session`] reports.
+fn step_costs() -> Vec<u64> {
+    session()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["usage"]["input_tokens"].as_u64().unwrap() * 3
+                + v["usage"]["output_tokens"].as_u64().unwrap() * 15
+        })
+        .collect()
+}
+
+/// Micro-dollars as the host shows them: every significant digit, at least cents.
+fn dollars(micros: u64) -> String {
+    let frac = format!("{:06}", micros % 1_000_000);
+    let digits = frac.trim_end_matches('0');
+    let digits = if digits.len() < 2 { &frac[..2] } else { digits };
+    format!("${}.{digits}", micros / 1_000_000)
+}
+
+/// The texts of the timeline's cost cells, in step order.
+fn cost_cells(html: &str) -> Vec<String> {
+    regex::Regex::new(r#"<td class="num cost[^"]*">([^<]*)</td>"#)
+        .unwrap()
+        .captures_iter(html)
+        .map(|c| c[1].to_string())
+        .collect()
+}
+
+/// The task's cost, as its card shows it.
+fn cost_card(html: &str) -> String {
+    let card = &html[html.find("id=\"cost\"").expect("a cost card")..];
+    regex::Regex::new(r"<b[^>]*>([^<]*)</b>")
+        .unwrap()
+        .captures(card)
+        .unwrap()[1]
+        .to_string()
+}
+
 /// The Chromium to use, or why there is none.
 fn chromium() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("AGENTFORGE_CHROMIUM") {
@@ -137,6 +178,11 @@ fn the_html_report_renders_in_headless_chromium() {
     let loads = regex::Regex::new(r"<[a-zA-Z][^>]*\s(src|href|srcset|action)\s*=").unwrap();
     assert!(!loads.is_match(&html), "{:?}", loads.find(&html));
     assert!(html.contains("&lt;script&gt;alert("), "escaped markup");
+    // Each step's cost and the task's, from the reported usage at the model's price.
+    let costs = step_costs();
+    let expected: Vec<String> = costs.iter().map(|&c| dollars(c)).collect();
+    assert_eq!(cost_cells(&html), expected);
+    assert_eq!(cost_card(&html), dollars(costs.iter().sum()));
 
     let browser = match chromium() {
         Ok(b) => b,
@@ -193,6 +239,10 @@ fn the_html_report_renders_in_headless_chromium() {
         dom.contains("<span class=\"add\">+status: fixed</span>"),
         "{dom}"
     );
+    // The cost of each step in its row, the task's in its card, as rendered.
+    assert_eq!(cost_cells(&dom), expected, "{dom}");
+    assert_eq!(cost_card(&dom), dollars(costs.iter().sum()), "{dom}");
+    assert!(dom.contains("<th class=\"num\">Cost</th>"), "{dom}");
     // The model's markup is text in the page, never an element.
     assert!(!dom.contains("<script"), "a script element in the DOM");
     assert!(!dom.contains("<img"), "an img element in the DOM");
@@ -223,4 +273,44 @@ fn the_html_report_renders_in_headless_chromium() {
     if let Some(keep) = std::env::var_os("AGENTFORGE_KEEP_SCREENSHOT") {
         std::fs::copy(&shot, keep).unwrap();
     }
+}
+
+#[test]
+fn the_html_report_says_unknown_for_a_cost_nobody_priced_never_zero() {
+    let dir = support::notes::notes_workspace(&support::notes::notes_task(
+        "notes",
+        support::notes::FIXED,
+        12,
+    ));
+    let ws = dir.path();
+    // The same run recorded without usage: priced model, but no tokens to price.
+    let unpriced: Vec<String> = session()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("usage");
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(ws.join("session.jsonl"), unpriced.join("\n")).unwrap();
+    let out = support::notes::agentforge(ws)
+        .args(["run", "task.yaml", "--replay", "session.jsonl", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = support::notes::agentforge(ws)
+        .args(["report", "notes", "--html", "report.html"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let html = std::fs::read_to_string(ws.join("report.html")).unwrap();
+    assert_eq!(cost_cells(&html), vec!["unknown".to_string(); 7]);
+    assert_eq!(cost_card(&html), "unknown (7 unpriced steps)");
+    assert!(html.contains("id=\"cost\" data-known=\"false\""), "{html}");
+    assert!(!html.contains("$0.00"), "a zero cost in the page");
 }

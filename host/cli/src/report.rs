@@ -1,7 +1,7 @@
 //! What a run looked like, from its task folder: `agentforge show` (what the model saw
 //! and answered at one step, from the step's trajectory) and `agentforge report --html`
-//! (one self-contained page: timeline, tokens per step, loop warnings, facts, checks over
-//! time and the diff of the workspace changes).
+//! (one self-contained page: timeline with each step's cost, the task's cost, tokens per
+//! step, loop warnings, facts, checks over time and the diff of the workspace changes).
 //!
 //! Both are built as typed views first ([`ShownStep`], [`RunReport`]) and rendered by a
 //! minijinja template compiled into the binary; the HTML template escapes every value
@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use agentforge_core::cost::{CostTotals, MicroUsd};
 use agentforge_core::state::{ActionRecord, TaskState};
 use agentforge_core::trajectory::{Answer, PromptSeen};
 use agentforge_store::state_store::{StoreError, TaskDir};
@@ -300,6 +301,11 @@ pub struct TaskHeader {
     pub output_tokens: u64,
     /// Files the run changed.
     pub files_modified: Vec<String>,
+    /// What the task's model calls cost (`$0.0426`), or `unknown (...)` while any step's
+    /// cost is unknown (never `$0.00` for a call nobody priced).
+    pub cost: String,
+    /// Whether [`TaskHeader::cost`] is known.
+    pub cost_known: bool,
 }
 
 /// One step of the timeline.
@@ -325,6 +331,11 @@ pub struct StepRow {
     pub input_tokens: u64,
     /// Provider-reported output tokens.
     pub output_tokens: u64,
+    /// What the step's model call cost (`$0.0048`), or `unknown` (an unpriced model, no
+    /// usage reported).
+    pub cost: String,
+    /// Whether [`StepRow::cost`] is known.
+    pub cost_known: bool,
     /// Wall time of the action.
     pub duration_ms: u64,
     /// The loop detected at this step, if any.
@@ -675,6 +686,10 @@ pub fn build_report(dir: &TaskDir, ws: &Workspace) -> Result<RunReport, ReportEr
             context_tokens: r.context_tokens,
             input_tokens: r.usage.input_tokens,
             output_tokens: r.usage.output_tokens,
+            cost: r
+                .cost_usd_micros
+                .map_or_else(|| "unknown".to_string(), |c| c.to_string()),
+            cost_known: r.cost_usd_micros.is_some(),
             duration_ms: r.duration_ms,
             loop_type: r.loop_detection.as_ref().map(|l| l.loop_type.clone()),
         })
@@ -706,6 +721,12 @@ pub fn build_report(dir: &TaskDir, ws: &Workspace) -> Result<RunReport, ReportEr
             source: f.source.clone(),
         })
         .collect();
+    // The state's total is the task's (it keeps the costs of steps an undo took back); a
+    // task recorded before costs were has none: its steps' costs are unknown.
+    let cost = state.cost.unwrap_or(CostTotals {
+        usd_micros: MicroUsd::ZERO,
+        unpriced_steps: state.step,
+    });
     let trajectory_bytes = records
         .iter()
         .filter_map(|r| r.trajectory.as_ref())
@@ -725,6 +746,8 @@ pub fn build_report(dir: &TaskDir, ws: &Workspace) -> Result<RunReport, ReportEr
             input_tokens: state.tokens.input_tokens,
             output_tokens: state.tokens.output_tokens,
             files_modified: state.files_modified.clone(),
+            cost: cost.to_string(),
+            cost_known: cost.known().is_some(),
         },
         checks: check_grid(&records),
         diff: workspace_diff(dir, ws, state.step)?,
