@@ -699,10 +699,9 @@ fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
     for p in &loaded {
         guards.push(p.as_guard().unwrap());
     }
-    assert_eq!(
-        guards.check(&complete, &spec, &state).decision,
-        GuardDecision::Deny(cited.to_string())
-    );
+    let ruling = guards.check(&complete, &spec, &state);
+    assert_eq!(ruling.decision, GuardDecision::Deny(cited.to_string()));
+    assert_eq!(ruling.by, ["guard-learned-rules"]);
     // The rule's condition does not hold once a file changed.
     state.files_modified.push("src/lib.rs".into());
     assert_eq!(
@@ -814,5 +813,67 @@ fn a_folder_learned_rules_plugin_gets_the_rules_only_where_granted() {
     assert!(
         matches!(&d, GuardDecision::Deny(r) if r.starts_with("learned rule #3: ")),
         "{d:?}"
+    );
+}
+
+/// The rules' JSON is a contract between `agentforge-graph` (which writes it) and the
+/// guard (which reads it): every condition and effect the database can hold parses, and
+/// a target glob is matched against the action's target.
+#[test]
+fn the_graphs_learned_rules_are_what_the_guard_reads() {
+    use agentforge::graph::{LearnedRule, RuleCondition, RuleEffect};
+    use agentforge::tools::Action;
+    let cache = tempfile::tempdir().unwrap();
+    let conditions = [
+        RuleCondition::Always,
+        RuleCondition::NoFilesChanged,
+        RuleCondition::NoPassingTestSinceLastChange,
+        RuleCondition::ChecksNotReady,
+        RuleCondition::LoopWarningActive,
+    ];
+    let mut rules = Vec::new();
+    for (i, condition) in conditions.into_iter().enumerate() {
+        for (j, effect) in [RuleEffect::Warn, RuleEffect::Deny].into_iter().enumerate() {
+            let rule = LearnedRule {
+                id: (10 * i + j + 1) as i64,
+                action: "edit_file".into(),
+                target_glob: Some("src/**".into()),
+                condition,
+                effect,
+                reason: format!("Do not call `edit_file` ({}).", condition.as_str()),
+                pattern: "guard-x denied `edit_file` 3 times in 2 tasks".into(),
+            };
+            rules.push(serde_json::to_value(&rule).unwrap());
+        }
+    }
+    let loaded = builtin_guards(rules, cache.path());
+    let learned = loaded
+        .iter()
+        .find(|p| p.name() == "guard-learned-rules")
+        .unwrap();
+    let guard = learned.as_guard().unwrap();
+    let (spec, state) = task_and_state("fix_violation");
+    let edit = |path: &str| Action::EditFile {
+        path: path.into(),
+        old_text: "a".into(),
+        new_text: "b".into(),
+    };
+    // On a fresh task every condition but the loop warning holds: the first deny rule
+    // (`always`, #2) is the one cited.
+    let d = guard.check(&edit("src/a/lib.rs"), &spec, &state);
+    assert!(
+        matches!(&d, GuardDecision::Deny(r) if r.starts_with("learned rule #2: Do not call `edit_file` (always).")),
+        "{d:?}"
+    );
+    // Outside the glob no rule applies.
+    assert_eq!(
+        guard.check(&edit("README.md"), &spec, &state),
+        GuardDecision::Allow
+    );
+    // Every rule parsed: nothing was skipped.
+    assert!(
+        !learned.recent_log().iter().any(|l| l.contains("skipped")),
+        "{:?}",
+        learned.recent_log()
     );
 }

@@ -81,7 +81,9 @@ enum Effect {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRule {
-    id: u64,
+    /// The trace database's rule id (an SQLite integer, as `agentforge-graph`'s
+    /// `LearnedRule::id` types it).
+    id: i64,
     action: String,
     target_glob: Option<String>,
     condition: Condition,
@@ -93,7 +95,7 @@ struct RawRule {
 /// A rule ready to match.
 #[derive(Debug)]
 struct Rule {
-    id: u64,
+    id: i64,
     action: String,
     target: Option<GlobMatcher>,
     condition: Condition,
@@ -190,7 +192,7 @@ fn parse_rules(config: &Map<String, Value>) -> (Vec<Rule>, Vec<String>) {
         match Rule::parse(value) {
             Ok(rule) => rules.push(rule),
             Err(e) => {
-                let which = match value.get("id").and_then(Value::as_u64) {
+                let which = match value.get("id").and_then(Value::as_i64) {
                     Some(id) => format!("#{id}"),
                     None => format!("at position {}", i + 1),
                 };
@@ -249,7 +251,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn rule(id: u64, action: &str, glob: Option<&str>, condition: &str, effect: &str) -> Value {
+    fn rule(id: i64, action: &str, glob: Option<&str>, condition: &str, effect: &str) -> Value {
         json!({"id": id, "action": action, "target_glob": glob, "condition": condition,
                "effect": effect, "reason": format!("reason {id}"),
                "pattern": format!("pattern {id}")})
