@@ -178,13 +178,15 @@ fn parse_rules(config: &Map<String, Value>) -> (Vec<Rule>, Vec<String>) {
     let list = match config.get("rules") {
         None | Some(Value::Null) => return (Vec::new(), Vec::new()),
         Some(Value::Array(list)) => list,
-        Some(other) => return (
-            Vec::new(),
-            vec![format!(
+        Some(other) => {
+            return (
+                Vec::new(),
+                vec![format!(
                 "config `rules` must be a list of rule objects, not {}; no learned rule applies",
                 kind_of(other)
             )],
-        ),
+            )
+        }
     };
     let mut rules = Vec::new();
     let mut problems = Vec::new();
