@@ -679,9 +679,18 @@ fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
 
     let loaded = builtin_guards(vec![learned_rule()], cache.path());
     let names: Vec<&str> = loaded.iter().map(|p| p.name()).collect();
-    // Consulted before the other built-in guards (the run keeps this order).
-    assert_eq!(names.first(), Some(&"guard-learned-rules"), "{names:?}");
-    assert!(names.contains(&"guard-verify-implementation"), "{names:?}");
+    // Consulted in this order (the run keeps it): the learned rules before the other
+    // built-in guards, and `complete` with nothing changed before `complete` not ready.
+    assert_eq!(
+        names,
+        [
+            "guard-learned-rules",
+            "guard-verify-implementation",
+            "guard-complete-verified",
+            "guard-tested-evidence",
+            "guard-read-only-roles"
+        ]
+    );
     let learned = loaded
         .iter()
         .find(|p| p.name() == "guard-learned-rules")
@@ -712,6 +721,20 @@ fn builtin_learned_rules_guard_gets_the_approved_rules_and_cites_them_first() {
     // No approved rules: the guard allows.
     state.files_modified.clear();
     let none = builtin_guards(Vec::new(), cache.path());
+    // Then `complete` with nothing changed and the checks not ready is refused for the
+    // more basic cause: nothing was done.
+    let mut guards = Guards::default();
+    for p in &none {
+        guards.push(p.as_guard().unwrap());
+    }
+    let mut not_ready = state.clone();
+    not_ready.verification.ready_for_completion = false;
+    let ruling = guards.check(&complete, &spec, &not_ready);
+    assert_eq!(ruling.by, ["guard-verify-implementation"], "{ruling:?}");
+    assert!(
+        matches!(&ruling.decision, GuardDecision::Deny(r) if r.contains("no workspace file has changed")),
+        "{ruling:?}"
+    );
     let empty = none
         .iter()
         .find(|p| p.name() == "guard-learned-rules")

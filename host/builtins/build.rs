@@ -40,14 +40,17 @@ const BUILTINS: &[&str] = &[
     "gate-command",
     "gate-tests-pass",
     "gate-conformance",
-    // Guards are consulted in this order and the first denial wins: the learned rules
-    // first, so that when one of them and another guard would both deny, the denial shown
-    // is the one citing the learned pattern (what the person approved it for).
+    // Guards are consulted in this order and the first denial wins (the denial is what the
+    // model is shown and what the trace database learns from): the learned rules first, so
+    // that when one of them and another guard would both deny, the denial shown is the one
+    // citing the learned pattern (what the person approved it for); then `complete` with no
+    // file changed before `complete` with checks not passing, so that the more basic cause
+    // (nothing was done) is the one named and learned.
     "guard-learned-rules",
+    "guard-verify-implementation",
     "guard-complete-verified",
     "guard-tested-evidence",
     "guard-read-only-roles",
-    "guard-verify-implementation",
 ];
 
 fn main() {
