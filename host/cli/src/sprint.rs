@@ -141,6 +141,31 @@ pub async fn run(
     let id = sprint
         .map(str::to_string)
         .unwrap_or_else(|| sprint_id_of(input));
+    let dir = open_or_create(
+        &ws,
+        &id,
+        "VISION.md or PRD.md",
+        |dir| {
+            let same = |name: &str, text: &str| {
+                std::fs::read_to_string(dir.path().join(name)).is_ok_and(|t| t == text)
+            };
+            same("VISION.md", &vision) && same("PRD.md", &prd)
+        },
+        |store| store.create(&SprintState::new(&id), &vision, &prd),
+    )?;
+    drive(g, dir, flags, false).await
+}
+
+/// The sprint `id` under the workspace: checked (letters, digits, `-`, `_`), then opened
+/// when it exists with the same inputs (`same`), refused when its inputs differ (naming
+/// `what` differs), or made by `create`. Shared by `run DIR` and `run features.json`.
+fn open_or_create(
+    ws: &Path,
+    id: &str,
+    what: &str,
+    same: impl FnOnce(&SprintDir) -> bool,
+    create: impl FnOnce(&SprintStore) -> Result<SprintDir, agentforge::sprint::SprintStoreError>,
+) -> Result<SprintDir, Failure> {
     if id.is_empty()
         || !id
             .chars()
@@ -150,26 +175,20 @@ pub async fn run(
             "--sprint `{id}`: use letters, digits, `-` and `_` only"
         )));
     }
-    let store = SprintStore::new(&ws);
-    let dir = match store.open(&id) {
+    let store = SprintStore::new(ws);
+    match store.open(id) {
         Ok(dir) => {
-            let same = |name: &str, text: &str| {
-                std::fs::read_to_string(dir.path().join(name)).is_ok_and(|t| t == text)
-            };
-            if !same("VISION.md", &vision) || !same("PRD.md", &prd) {
+            if !same(&dir) {
                 return Err(usage(anyhow!(
-                    "sprint `{id}` already exists at {} with another VISION.md or PRD.md; resume it with `agentforge resume {id}`, or give the new sprint another id with --sprint",
+                    "sprint `{id}` already exists at {} with another {what}; resume it with `agentforge resume {id}`, or give the new sprint another id with --sprint",
                     dir.path().display()
                 )));
             }
-            eprintln!("sprint `{id}` exists with the same inputs: resuming");
-            dir
+            eprintln!("sprint `{id}` exists with the same {what}: resuming");
+            Ok(dir)
         }
-        Err(_) => store
-            .create(&SprintState::new(&id), &vision, &prd)
-            .map_err(failed)?,
-    };
-    drive(g, dir, flags, false).await
+        Err(_) => create(&store).map_err(failed),
+    }
 }
 
 /// `agentforge run features.json`: a sprint of the feature-list policy (seed 003:
@@ -199,40 +218,20 @@ async fn run_features(
                 .unwrap_or(Path::new(".")),
         )
     });
-    if id.is_empty()
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(usage(anyhow!(
-            "--sprint `{id}`: use letters, digits, `-` and `_` only"
-        )));
-    }
-    let store = SprintStore::new(&ws);
-    let dir = match store.open(&id) {
-        Ok(dir) => {
-            let same =
-                std::fs::read_to_string(dir.path().join(FEATURE_INPUT)).is_ok_and(|t| t == text);
-            if !same {
-                return Err(usage(anyhow!(
-                    "sprint `{id}` already exists at {} with another input; resume it with `agentforge resume {id}`, or give the new sprint another id with --sprint",
-                    dir.path().display()
-                )));
-            }
-            eprintln!("sprint `{id}` exists with the same feature list: resuming");
-            dir
-        }
-        Err(_) => {
+    let dir = open_or_create(
+        &ws,
+        &id,
+        "feature list",
+        |dir| std::fs::read_to_string(dir.path().join(FEATURE_INPUT)).is_ok_and(|t| t == text),
+        |store| {
             let mut initial = SprintState::new(&id);
             initial.policy = Policy::FeatureList;
             // No pre-loop gates: the initializer is the policy's first decision.
             initial.phase = agentforge::value_loop::state::SprintPhase::ValueLoop;
             initial.feature_list = Some(list.into_list());
-            store
-                .create_with(&initial, &[(FEATURE_INPUT, &text)])
-                .map_err(failed)?
-        }
-    };
+            store.create_with(&initial, &[(FEATURE_INPUT, &text)])
+        },
+    )?;
     drive(g, dir, flags, false).await
 }
 
