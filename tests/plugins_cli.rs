@@ -292,6 +292,15 @@ fn plugins_list_shows_the_bundled_plugins() {
     assert!(alone
         .iter()
         .all(|r| r["source"] == "built-in" && r["status"] == "loaded"));
+    // A built-in's capabilities are listed by the names `[capabilities]` uses.
+    let learned = alone
+        .iter()
+        .find(|r| r["name"] == "guard-learned-rules")
+        .unwrap_or_else(|| panic!("{alone:#?}"));
+    assert_eq!(
+        learned["capabilities"],
+        serde_json::json!(["learned_rules"])
+    );
 
     // The compiled components go to the cache runs use (`AGENTFORGE_CACHE_DIR`).
     let cache = tmp.path().join("cache");

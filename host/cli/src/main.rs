@@ -1582,13 +1582,12 @@ impl PluginRow {
     /// A row for a built-in plugin; `replaced` when a folder has one of the same name.
     fn builtin(p: agentforge::plugins::LoadedPlugin, replaced: bool) -> PluginRow {
         let m = &p.manifest;
-        let mut capabilities = Vec::new();
-        if !m.capabilities.read.is_empty() {
-            capabilities.push("read".to_string());
-        }
-        if !m.capabilities.checks.is_empty() {
-            capabilities.push("checks".to_string());
-        }
+        let capabilities = m
+            .capabilities
+            .names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         PluginRow {
             folder: PathBuf::from("built-in"),
             name: Some(m.name.clone()),
