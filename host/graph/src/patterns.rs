@@ -281,11 +281,12 @@ fn most_frequent(texts: HashMap<String, (u64, At)>) -> String {
 }
 
 /// The glob of targets whose lexicographic extremes are `min` and `max`: the target when
-/// they are equal, `dir/**` for the deepest folder every target is in, else none.
+/// they are equal (escaped, so `src/[id].rs` matches only itself), `dir/**` for the
+/// deepest folder every target is in, else none.
 pub(crate) fn target_glob(min: Option<&str>, max: Option<&str>) -> Option<String> {
     let (min, max) = (min?, max?);
     if min == max {
-        return Some(min.to_string());
+        return Some(globset::escape(min));
     }
     // The common prefix of the extremes is every target's (they sort between them).
     let common = min
@@ -294,7 +295,7 @@ pub(crate) fn target_glob(min: Option<&str>, max: Option<&str>) -> Option<String
         .find(|((_, a), b)| a != b)
         .map_or(min.len().min(max.len()), |((i, _), _)| i);
     let dir = &min[..min[..common].rfind('/')?];
-    (!dir.is_empty()).then(|| format!("{dir}/**"))
+    (!dir.is_empty()).then(|| format!("{}/**", globset::escape(dir)))
 }
 
 /// "guard-verify-implementation denied `complete` 5 times in 2 tasks".
@@ -341,6 +342,19 @@ mod tests {
         assert_eq!(g("/a", "/b"), None);
         assert_eq!(g("cargo test", "cargo clippy"), None);
         assert_eq!(g("dé/é.rs", "dé/è.rs").as_deref(), Some("dé/**"));
+        // A target's own glob characters match only themselves.
+        assert_eq!(
+            g("app/[id]/page.tsx", "app/[id]/page.tsx").as_deref(),
+            Some("app/[[]id[]]/page.tsx")
+        );
+        assert_eq!(
+            g("app/[id]/a.tsx", "app/[id]/b.tsx").as_deref(),
+            Some("app/[[]id[]]/**")
+        );
+        let exact = globset::Glob::new(&g("src/*.rs", "src/*.rs").unwrap())
+            .unwrap()
+            .compile_matcher();
+        assert!(exact.is_match("src/*.rs") && !exact.is_match("src/lib.rs"));
         assert_eq!(target_glob(None, None), None);
     }
 

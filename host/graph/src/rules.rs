@@ -418,7 +418,6 @@ pub(crate) fn propose(
             &p.action,
             target_glob.as_deref(),
             &p.example_correct,
-            &p.description,
         );
         tx.execute(
             "INSERT INTO rules (pattern_id, status, action, target_glob, condition, effect, \
@@ -468,14 +467,15 @@ pub(crate) fn rule_shape(source: TraceSource, enforcer: &str) -> (RuleCondition,
 }
 
 /// The rule's reason: what not to do, what to do instead (the pattern's most frequent
-/// `what_was_correct`) and the pattern it was learned from.
+/// `what_was_correct`). The pattern is not repeated in it: whoever shows a rule cites
+/// the pattern beside the reason (the guard's denial, `guards list`), and the guard cuts
+/// a reason at 300 characters.
 fn reason(
     condition: RuleCondition,
     effect: RuleEffect,
     action: &str,
     target_glob: Option<&str>,
     correct: &str,
-    description: &str,
 ) -> String {
     let when = match condition {
         RuleCondition::Always => target_glob
@@ -500,9 +500,6 @@ fn reason(
             out.push('.');
         }
     }
-    out.push_str(" Learned from: ");
-    out.push_str(description);
-    out.push('.');
     out
 }
 
@@ -556,20 +553,18 @@ mod tests {
     }
 
     #[test]
-    fn the_reason_says_what_to_do_instead_and_cites_the_pattern() {
+    fn the_reason_says_what_to_do_instead_and_leaves_the_pattern_to_its_citation() {
         let r = reason(
             RuleCondition::NoFilesChanged,
             RuleEffect::Deny,
             "complete",
             None,
             "Edit the files the subtask names first",
-            "guard-verify-implementation denied `complete` 3 times in 2 tasks",
         );
         assert_eq!(
             r,
             "Do not call `complete` before changing a file. Instead: Edit the files the \
-             subtask names first. Learned from: guard-verify-implementation denied `complete` \
-             3 times in 2 tasks."
+             subtask names first."
         );
     }
 

@@ -453,7 +453,9 @@ fn three_denials_in_two_tasks_make_one_pattern_and_one_proposal() {
         .rule
         .reason
         .contains("Edit the files the subtask names"));
-    assert!(rule.rule.reason.contains(&p.description));
+    // The pattern is cited beside the reason (`rule.pattern`), not inside it.
+    assert!(!rule.rule.reason.contains(&p.description));
+    assert_eq!(rule.rule.pattern, p.description);
     assert_eq!(rule.proposed_at, NOW);
 
     // Learning again proposes nothing new, and the pattern keeps its id.
@@ -560,7 +562,7 @@ fn an_approved_rule_is_read_by_the_guard_in_the_agreed_json_shape() {
             "effect": "deny",
             "reason": format!(
                 "Do not call `complete` before changing a file. Instead: Edit the files the \
-                 subtask names, then call complete. Learned from: {desc}."
+                 subtask names, then call complete."
             ),
             "pattern": desc,
         })
