@@ -12,6 +12,15 @@
 //!   (precedents show it without counting).
 //! - `patterns`: the groups as [`crate::Graph::learn`] last computed them (ids stable).
 //! - `rules`: proposed, approved and rejected rules, one pattern each.
+//!
+//! Schema version 2 (embeddings, issue 14's last clause):
+//!
+//! - `trace_vectors`: at most one vector per trace: the embedding model's name, the
+//!   dimension and the vector (f32 little-endian, normalised to length 1). A vector of
+//!   another model or dimension than the one asked for is ignored, never compared, and
+//!   replaced when the trace is embedded again.
+//! - `traces_pattern`: traces by pattern and time, for each pattern's latest embedded
+//!   trace (its representative in a semantic search).
 
 use std::path::Path;
 use std::time::Duration;
@@ -22,7 +31,7 @@ use rusqlite_migration::{Migrations, SchemaVersion, M};
 use crate::GraphError;
 
 /// The newest schema version this build knows (the number of migrations).
-pub const SCHEMA_VERSION: usize = 1;
+pub const SCHEMA_VERSION: usize = 2;
 
 /// How long a statement waits for another process's write before failing.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -114,7 +123,19 @@ CREATE INDEX rules_pattern ON rules (pattern_id, id);
 CREATE INDEX rules_status ON rules (status, id);
 "#;
 
-const MIGRATION_LIST: &[M<'static>] = &[M::up(V1)];
+/// Version 2: the traces' embedding vectors (never edit V1: a database at version 1 is
+/// upgraded by this step alone).
+const V2: &str = r#"
+CREATE TABLE trace_vectors (
+    trace_id INTEGER PRIMARY KEY REFERENCES traces (id),
+    model TEXT NOT NULL,
+    dims INTEGER NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX traces_pattern ON traces (pattern_key, time_ms, id);
+"#;
+
+const MIGRATION_LIST: &[M<'static>] = &[M::up(V1), M::up(V2)];
 
 /// The migrations, oldest first; the schema's version is their count.
 pub fn migrations() -> Migrations<'static> {
@@ -226,6 +247,45 @@ mod tests {
     fn the_migrations_are_valid_and_their_count_is_the_version() {
         migrations().validate().unwrap();
         assert_eq!(MIGRATION_LIST.len(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_version_1_database_upgrades_to_the_latest_and_keeps_its_traces() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            Migrations::from_slice(&MIGRATION_LIST[..1])
+                .to_latest(&mut conn)
+                .unwrap();
+            conn.execute(
+                "INSERT INTO traces (key, project, timestamp, time_ms, task_id, task_type, \
+                 phase, step, kind, source, enforcer, action, what_happened, \
+                 what_was_correct, why, pattern_key) VALUES ('t#1#0', 'p', '', 0, 't', 'code', \
+                 'implement', 1, 'violation', 'guard_denial', 'g', 'complete', 'x', 'y', 'z', \
+                 'guard_denial:g:complete')",
+                [],
+            )
+            .unwrap();
+            let v: i64 = conn
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(v, 1);
+        }
+        let g = crate::Graph::open(&path).unwrap();
+        let v: i64 = g
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v as usize, SCHEMA_VERSION);
+        assert_eq!(g.trace_count().unwrap(), 1);
+        let vectors: i64 = g
+            .conn
+            .query_row("SELECT count(*) FROM trace_vectors", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(vectors, 0);
+        // The upgraded trace is one to embed.
+        assert_eq!(g.unembedded("m", 2, 0, 10).unwrap().len(), 1);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //!
 //! - **precedents** ([`Graph::precedents`]): which past traces matter to the step about to
 //!   run (full-text ranked, then boosted for the same task type, phase, role, target and
-//!   recency; one per pattern), for a budgeted context section;
+//!   recency; one per pattern), for a budgeted context section; with an embedding of the
+//!   question ([`Graph::precedents_with`]) also by cosine with the traces' stored vectors
+//!   ([`Graph::store_vectors`], [`Graph::unembedded`]);
 //! - **patterns** ([`Graph::learn`], [`Graph::patterns`]): the traces grouped by source,
 //!   enforcer and action, with how often and in how many tasks;
 //! - **rules** ([`Graph::rules`], [`Graph::approve_rule`], [`Graph::approved_rules`]): a
@@ -14,7 +16,7 @@
 //!   and the approved ones are what the learned-rules guard enforces ([`LearnedRule`]).
 //!
 //! One module per responsibility: [`db`] (opening, migrations), `traces` (recording and
-//! listing), `precedents`, `patterns`, `rules`.
+//! listing), `precedents`, `vectors` (embeddings), `patterns`, `rules`.
 
 #![warn(missing_docs)]
 
@@ -24,6 +26,7 @@ mod patterns;
 mod precedents;
 mod rules;
 mod traces;
+mod vectors;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -38,6 +41,7 @@ pub use error::GraphError;
 pub use patterns::{LearnReport, LearnSettings, Pattern};
 pub use precedents::{Precedent, PrecedentQuery};
 pub use rules::{LearnedRule, Rule, RuleCondition, RuleEffect, RuleStatus};
+pub use vectors::{trace_text, QueryVector, ToEmbed};
 
 /// The trace database: one SQLite file (WAL mode) holding traces, their full-text index,
 /// the patterns and the rules learned from them.

@@ -13,19 +13,35 @@
 //! - index look-ups: the latest traces on the same targets, of the same task, and of the
 //!   same task type and phase.
 //!
+//! With a query vector ([`Graph::precedents_with`], when an embeddings endpoint is
+//! configured) the candidates also include one representative per pattern (its latest
+//! trace with a vector of the query's model and dimension, found among its
+//! [`REPRESENTATIVE_WALK`] latest traces), so a trace sharing no word with the query can
+//! still be found; each candidate's stored vector is then compared with the query's
+//! (cosine). The query stays bounded: at most a few hundred vectors are read (the
+//! candidates), never the whole table.
+//!
 //! They are re-ranked here: the text score normalised to 0..1 plus boosts for the same
-//! task, task type, phase, role, an exact target and recency. One trace per pattern is
-//! kept, the most relevant, and only those are read whole.
+//! task, task type, phase, role, an exact target and recency. With a query vector the text
+//! score is a convex combination of the lexical score and the semantic one
+//! ([`SEMANTIC_WEIGHT`]): the lexical score is bm25 relative to the best candidate's (as
+//! without vectors), the semantic one the cosine min-max normalised over the candidates
+//! that have a vector (0 without one). A convex combination of normalised scores rather
+//! than reciprocal-rank fusion: it keeps the 0..1 scale the boosts were tuned against and
+//! how much better a match is, not only its rank. Without a query vector the score is the
+//! lexical one exactly (the ranking is today's). One trace per pattern is kept, the most
+//! relevant, and only those are read whole.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use agentforge_core::trace::Trace;
-use rusqlite::{params, params_from_iter, Connection};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use crate::rules::{approved_by_pattern, LearnedRule};
 use crate::traces::{trace_from_row, TRACE_COLUMNS};
+use crate::vectors::{dot_blob, normalised, QueryVector};
 use crate::{Graph, GraphError};
 
 /// How many full-text matches are re-ranked at most (the best by bm25).
@@ -45,6 +61,16 @@ pub const COMMON_WORD_DOCS: usize = 1_000;
 pub const FTS_MATCH_BUDGET: usize = 2_500;
 /// How many common words a [`Graph`] remembers (it forgets them all when full).
 pub const MAX_COMMON_WORDS: usize = 4_096;
+
+/// How many patterns (the most frequent first) get a representative in a semantic
+/// search.
+pub const MAX_REPRESENTED_PATTERNS: usize = 500;
+/// How many of a pattern's latest traces are looked at for one with a vector (a pattern
+/// whose latest traces are not embedded yet has no representative until a backfill).
+pub const REPRESENTATIVE_WALK: usize = 16;
+/// The semantic score's share of the text score when a query vector is given (the
+/// lexical score has the rest).
+pub const SEMANTIC_WEIGHT: f64 = 0.5;
 
 /// bm25's weights per column: what_happened, what_was_correct, why, action, target,
 /// enforcer.
@@ -117,6 +143,8 @@ struct Candidate {
     target: Option<String>,
     /// bm25 (negative; lower is better), when the full-text index found it.
     bm25: Option<f64>,
+    /// The cosine of its vector with the query's, when both exist.
+    cosine: Option<f64>,
 }
 
 /// The columns a [`Candidate`] is read from (the traces table aliased `t`).
@@ -125,8 +153,21 @@ const CANDIDATE_COLUMNS: &str =
 
 impl Graph {
     /// The traces most relevant to the step `q` describes, most relevant first, at most
-    /// `q.limit`, one per pattern (approvals are never precedents).
+    /// `q.limit`, one per pattern (approvals are never precedents): full-text ranking
+    /// only ([`Graph::precedents_with`] without a vector).
     pub fn precedents(&self, q: &PrecedentQuery) -> Result<Vec<Precedent>, GraphError> {
+        self.precedents_with(q, None)
+    }
+
+    /// [`Graph::precedents`], and with `vector` (the query text's embedding) the traces
+    /// with a stored vector of the same model and dimension are also ranked by their
+    /// cosine with it, and each pattern's representative joins the candidates (see the
+    /// module's documentation).
+    pub fn precedents_with(
+        &self,
+        q: &PrecedentQuery,
+        vector: Option<&QueryVector>,
+    ) -> Result<Vec<Precedent>, GraphError> {
         if q.limit == 0 {
             return Ok(Vec::new());
         }
@@ -137,9 +178,24 @@ impl Graph {
         if !any {
             return Ok(Vec::new());
         }
-        let candidates = self.candidates(q)?;
+        let query_vector = vector
+            .filter(|v| !v.vector.is_empty())
+            .map(|v| (v.model.as_str(), normalised(&v.vector)));
+        let mut candidates =
+            self.candidates(q, query_vector.as_ref().map(|(m, v)| (*m, v.len())))?;
         if candidates.is_empty() {
             return Ok(Vec::new());
+        }
+        if let Some((model, v)) = &query_vector {
+            let mut read = self.conn.prepare_cached(
+                "SELECT vector FROM trace_vectors WHERE trace_id = ?1 AND model = ?2 AND dims = ?3",
+            )?;
+            for c in candidates.values_mut() {
+                let blob: Option<Vec<u8>> = read
+                    .query_row(params![c.id, model, v.len() as i64], |r| r.get(0))
+                    .optional()?;
+                c.cosine = blob.and_then(|b| dot_blob(v, &b)).map(f64::from);
+            }
         }
 
         // Re-rank; keep the best of each pattern.
@@ -147,10 +203,20 @@ impl Graph {
             .values()
             .filter_map(|c| c.bm25)
             .fold(0.0_f64, f64::min);
+        let cosines = candidates.values().filter_map(|c| c.cosine);
+        let (low, high) = cosines.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| {
+            (l.min(x), h.max(x))
+        });
         let newest = candidates.values().map(|c| c.time_ms).max().unwrap_or(0);
         let mut best: HashMap<&str, (f64, &Candidate)> = HashMap::new();
         for c in candidates.values() {
-            let s = score(q, c, best_bm25, newest);
+            let lexical = lexical(c, best_bm25);
+            let text = if query_vector.is_some() {
+                (1.0 - SEMANTIC_WEIGHT) * lexical + SEMANTIC_WEIGHT * semantic(c, low, high)
+            } else {
+                lexical
+            };
+            let s = score(q, c, text, newest);
             match best.get(c.pattern_key.as_str()) {
                 Some((kept_score, kept))
                     if (*kept_score, kept.time_ms, kept.id) >= (s, c.time_ms, c.id) => {}
@@ -188,8 +254,13 @@ impl Graph {
         Ok(out)
     }
 
-    /// The candidates by id: full-text matches (with their bm25) and the index look-ups.
-    fn candidates(&self, q: &PrecedentQuery) -> Result<HashMap<i64, Candidate>, GraphError> {
+    /// The candidates by id: full-text matches (with their bm25), the index look-ups and,
+    /// with an embedding `space` (model, dimension), each pattern's representative.
+    fn candidates(
+        &self,
+        q: &PrecedentQuery,
+        space: Option<(&str, usize)>,
+    ) -> Result<HashMap<i64, Candidate>, GraphError> {
         let mut candidates: HashMap<i64, Candidate> = HashMap::new();
         let mut add = |row: &rusqlite::Row<'_>, bm25: Option<f64>| -> rusqlite::Result<()> {
             let id: i64 = row.get(0)?;
@@ -209,6 +280,7 @@ impl Graph {
                     role: row.get(6)?,
                     target: row.get(7)?,
                     bm25,
+                    cosine: None,
                 },
             );
             Ok(())
@@ -257,17 +329,56 @@ impl Graph {
                 add(row, None)?;
             }
         }
+        if let Some((model, dims)) = space {
+            // Each pattern's latest embedded trace: found however few words it shares.
+            let mut patterns = self.conn.prepare_cached(&format!(
+                "SELECT key FROM pattern_counts ORDER BY count DESC, key \
+                 LIMIT {MAX_REPRESENTED_PATTERNS}"
+            ))?;
+            let keys = patterns
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "SELECT {CANDIDATE_COLUMNS} FROM ( \
+                 SELECT id FROM traces WHERE pattern_key = ?1 \
+                 ORDER BY time_ms DESC, id DESC LIMIT {REPRESENTATIVE_WALK}) AS r \
+                 JOIN traces AS t ON t.id = r.id \
+                 JOIN trace_vectors AS v ON v.trace_id = r.id AND v.model = ?2 AND v.dims = ?3 \
+                 ORDER BY t.time_ms DESC, t.id DESC LIMIT 1"
+            ))?;
+            for key in keys {
+                let mut rows = stmt.query(params![key, model, dims as i64])?;
+                while let Some(row) = rows.next()? {
+                    add(row, None)?;
+                }
+            }
+        }
         Ok(candidates)
     }
 }
 
-/// A candidate's relevance: the text score (bm25 relative to the best candidate's, 0..1)
-/// plus the boosts.
-fn score(q: &PrecedentQuery, c: &Candidate, best_bm25: f64, newest_ms: i64) -> f64 {
-    let mut s = match c.bm25 {
+/// The lexical score: bm25 relative to the best candidate's, 0..1 (0 when the full-text
+/// index did not find it).
+fn lexical(c: &Candidate, best_bm25: f64) -> f64 {
+    match c.bm25 {
         Some(b) if best_bm25 < 0.0 => (b / best_bm25).clamp(0.0, 1.0),
         _ => 0.0,
-    };
+    }
+}
+
+/// The semantic score: the cosine min-max normalised over the candidates' (`low` to
+/// `high`), 0..1; 0 without a vector; 1 for a positive cosine when all are equal.
+fn semantic(c: &Candidate, low: f64, high: f64) -> f64 {
+    match c.cosine {
+        Some(x) if high > low => ((x - low) / (high - low)).clamp(0.0, 1.0),
+        Some(x) if x > 0.0 => 1.0,
+        _ => 0.0,
+    }
+}
+
+/// A candidate's relevance: the text score (0..1) plus the boosts.
+fn score(q: &PrecedentQuery, c: &Candidate, text: f64, newest_ms: i64) -> f64 {
+    let mut s = text;
     if !q.task_id.is_empty() && c.task_id == q.task_id {
         s += BOOST_SAME_TASK;
     }

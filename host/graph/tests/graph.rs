@@ -50,7 +50,7 @@ fn open_creates_the_folder_and_migrates_an_empty_file() {
     let empty = dir.path().join("empty.db");
     std::fs::write(&empty, b"").unwrap();
     Graph::open(&empty).unwrap();
-    assert_eq!(user_version(&empty), 1);
+    assert_eq!(user_version(&empty), db::SCHEMA_VERSION as i64);
     let conn = rusqlite::Connection::open(&empty).unwrap();
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -69,7 +69,7 @@ fn reopening_keeps_traces_and_does_not_migrate_again() {
     let mut g = Graph::open(&path).unwrap();
     assert_eq!(g.trace_count().unwrap(), 2);
     assert_eq!(g.record(&[no_change_denial("t-1", 2)]).unwrap(), 0);
-    assert_eq!(user_version(&path), 1);
+    assert_eq!(user_version(&path), db::SCHEMA_VERSION as i64);
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn a_database_from_a_newer_schema_is_refused_naming_the_file_and_both_versions()
             err,
             GraphError::NewerSchema {
                 found: 7,
-                supported: 1,
+                supported: db::SCHEMA_VERSION,
                 ..
             }
         ),
@@ -96,7 +96,7 @@ fn a_database_from_a_newer_schema_is_refused_naming_the_file_and_both_versions()
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(
-        msg.contains("version 7") && msg.contains("up to 1"),
+        msg.contains("version 7") && msg.contains(&format!("up to {}", db::SCHEMA_VERSION)),
         "{msg}"
     );
     // Refused, not touched.
@@ -210,7 +210,7 @@ fn two_processes_creating_one_file_at_once_both_open_it() {
         for o in openers {
             o.join().unwrap().unwrap();
         }
-        assert_eq!(user_version(&path), 1);
+        assert_eq!(user_version(&path), db::SCHEMA_VERSION as i64);
     }
 }
 
