@@ -25,9 +25,13 @@
 //! ([`text_mode_instructions`]) and the reply text is parsed with
 //! [`parse_action_block`].
 //!
+//! Besides the providers, [`EmbeddingsClient`] asks an OpenAI-compatible embeddings
+//! endpoint for vectors (the trace database's semantic precedents).
+//!
 //! API keys never appear in errors or `Debug` output.
 
 mod anthropic;
+pub mod embeddings;
 mod http;
 mod openai;
 mod replay;
@@ -38,6 +42,7 @@ use std::time::Duration;
 pub use agentforge_core::model::*;
 pub use agentforge_core::text_mode::{parse_action_block, text_mode_instructions};
 pub use anthropic::AnthropicProvider;
+pub use embeddings::{EmbeddingsClient, EmbeddingsError, EmbeddingsSettings, EMBEDDINGS_RETRY};
 pub use http::{client_builder, MissingField, RetryNotice, RetryObserver, RetryPolicy};
 pub use openai::OpenAiProvider;
 pub use replay::{neutral_body, record_line, ReplayProvider};
