@@ -8,19 +8,31 @@
 //!   in the next task the precedent is in the first prompt and the approved rule blocks
 //!   `complete` at the first attempt, citing its pattern;
 //! - a kill -9 right after a traced step's log line, then a resume: the trace is in the
-//!   database exactly once.
+//!   database exactly once;
+//! - `[learning.embeddings]` with an embeddings endpoint on 127.0.0.1: `learn` embeds
+//!   the traces recorded before it was configured, a run embeds its own, and a
+//!   precedent sharing no word with the task but near it in the endpoint's vectors is in
+//!   `agentforge context`'s `precedents:`; the key is in no file under `.agentforge/`
+//!   and in no output. The endpoint down: the run completes and warns once.
 
 #[path = "support/mod.rs"]
 mod support;
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use support::notes::{agentforge, notes_workspace};
 use support::scripted_server::{Protocol, Scripted, ScriptedServer};
 
 const KEY: &str = "sk-test-LEARN-0123456789";
+
+/// The embeddings endpoint's key and its variable (set for every command).
+const EMBED_KEY: &str = "sk-embed-SECRET-e2e-9876";
+const EMBED_KEY_ENV: &str = "AF_TEST_EMBED_KEY";
 
 /// The notes task with a two-subtask plan (so `finish_subtask` is offered) and a test
 /// check that passes once the status is fixed.
@@ -49,6 +61,7 @@ max_steps: 12
 fn cmd(dir: &Path, server: Option<&ScriptedServer>, args: &[&str]) -> Command {
     let mut c = agentforge(dir);
     c.args(args);
+    c.env(EMBED_KEY_ENV, EMBED_KEY);
     if let Some(server) = server {
         for (k, v) in server.env_vars(KEY) {
             c.env(k, v);
@@ -144,7 +157,7 @@ fn escalate() -> Scripted {
 
 /// A task in which the model claims `tested` twice and tries `complete` twice, all
 /// refused, then escalates.
-fn stubborn_task(dir: &Path, id: &str) {
+fn stubborn_task(dir: &Path, id: &str) -> Output {
     let (out, _server) = run_task(
         dir,
         id,
@@ -175,6 +188,7 @@ fn stubborn_task(dir: &Path, id: &str) {
         "{}",
         recs[4]
     );
+    out
 }
 
 #[test]
@@ -309,4 +323,246 @@ fn a_kill_after_a_traced_steps_log_line_leaves_exactly_one_trace_after_resume() 
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let traces = json_of(dir, &["--json", "traces", "--task", "killed-early"]);
     assert_eq!(traces.as_array().unwrap().len(), 1, "{traces:#}");
+}
+
+// --- embeddings ----------------------------------------------------------------------
+
+/// A minimal OpenAI-compatible embeddings endpoint on 127.0.0.1 (one request per
+/// connection): it answers `status` (200: vectors), checks the bearer key, and records
+/// the inputs it was asked for.
+struct EmbedServer {
+    url: String,
+    /// Every request's inputs (an empty list for a refused one).
+    requests: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+/// The endpoint's idea of meaning, in three dimensions: finishing a job (a refused
+/// `complete`, or wrapping up a release) points one way, everything else another.
+fn meaning(text: &str) -> [f32; 3] {
+    let t = text.to_lowercase();
+    if t.starts_with("complete:") {
+        [1.0, 0.1, 0.0]
+    } else if t.contains("wrap") {
+        [0.95, 0.0, 0.05]
+    } else {
+        [0.0, 0.2, 1.0]
+    }
+}
+
+fn embed_server(status: u16) -> EmbedServer {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1/embeddings", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            answer(stream, status, &seen);
+        }
+    });
+    EmbedServer { url, requests }
+}
+
+fn answer(mut s: TcpStream, status: u16, seen: &Mutex<Vec<Vec<String>>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        let n = s.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = s.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+    let inputs: Vec<String> = body["input"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let authorised = head.contains(&format!(
+        "authorization: bearer {}",
+        EMBED_KEY.to_lowercase()
+    ));
+    let (code, reply) = if status != 200 {
+        (status, json!({"error": {"message": "embeddings are down"}}))
+    } else if !authorised {
+        (401, json!({"error": {"message": "bad key"}}))
+    } else if body["model"] != "embed-test" {
+        (400, json!({"error": {"message": "unknown model"}}))
+    } else {
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| json!({"index": i, "embedding": meaning(t)}))
+            .collect();
+        (200, json!({"data": data}))
+    };
+    seen.lock()
+        .unwrap()
+        .push(if code == 200 { inputs } else { Vec::new() });
+    let text = reply.to_string();
+    let _ = write!(
+        s,
+        "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        text.len()
+    );
+}
+
+fn embeddings_config(url: &str) -> String {
+    format!(
+        "[learning.embeddings]\nurl = \"{url}\"\nmodel = \"embed-test\"\napi_key_env = \"{EMBED_KEY_ENV}\"\ntimeout_secs = 5\nbatch = 4\n"
+    )
+}
+
+/// Every file under `dir` (gzip files decompressed), as bytes.
+fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_under(&path, out);
+            continue;
+        }
+        let mut bytes = std::fs::read(&path).unwrap();
+        if path.extension().is_some_and(|e| e == "gz") {
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_end(&mut plain)
+                .unwrap();
+            bytes = plain;
+        }
+        out.push((path.display().to_string(), bytes));
+    }
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// The precedents of `agentforge context <id>`'s user message (empty without the
+/// section).
+fn precedents_of(dir: &Path, id: &str, outputs: &mut Vec<Output>) -> String {
+    let out = cmd(dir, None, &["--json", "context", id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    outputs.push(out);
+    let user = v["user"].as_str().unwrap().to_string();
+    user.split_once("precedents:")
+        .map(|(_, rest)| rest.split("\n\n").next().unwrap_or(rest).to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_embeddings_endpoint_finds_a_precedent_sharing_no_word_and_its_key_is_kept_out() {
+    let tmp = notes_workspace(&task("unused"));
+    let dir = tmp.path();
+    let mut outputs = vec![stubborn_task(dir, "claims-1")];
+
+    // A task sharing no word with those traces, of another type: full text finds nothing.
+    std::fs::write(
+        dir.join("wrap.yaml"),
+        "id: wrap-up\ntask_type: implement_feature\ngoal: Wrap up the release and tidy CHANGELOG.md\n\
+         inputs:\n  target_files: [CHANGELOG.md]\nchecks:\n  - name: lint\n    command: \"true\"\n    kind: check\n\
+         max_steps: 5\n",
+    )
+    .unwrap();
+    let out = cmd(dir, None, &["task", "new", "wrap.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let before = precedents_of(dir, "wrap-up", &mut outputs);
+    assert!(!before.contains("`complete`"), "no embeddings: {before}");
+
+    // Configured: `learn` embeds the traces recorded before (in batches of 4).
+    let server = embed_server(200);
+    std::fs::write(dir.join("agentforge.toml"), embeddings_config(&server.url)).unwrap();
+    let out = cmd(dir, None, &["--json", "learn"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let learned: Value = serde_json::from_slice(&out.stdout).unwrap();
+    outputs.push(out);
+    let traces = learned["traces"].as_u64().unwrap();
+    assert_eq!(learned["embeddings"]["embedded"], traces, "{learned}");
+    assert_eq!(learned["embeddings"]["dimensions"], 3, "{learned}");
+    assert!(server.requests.lock().unwrap().iter().all(|r| r.len() <= 4));
+
+    // The precedent is found by meaning.
+    let after = precedents_of(dir, "wrap-up", &mut outputs);
+    assert!(
+        after.contains("tried `complete`"),
+        "with embeddings: {after}"
+    );
+    let asked = server.requests.lock().unwrap().concat();
+    assert!(
+        asked.iter().any(|t| t.contains("Wrap up the release")),
+        "the question was embedded: {asked:?}"
+    );
+
+    // A run embeds its own traces after recording them: nothing left for `learn`.
+    outputs.push(stubborn_task(dir, "claims-2"));
+    let out = cmd(dir, None, &["--json", "learn"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let learned: Value = serde_json::from_slice(&out.stdout).unwrap();
+    outputs.push(out);
+    assert_eq!(learned["embeddings"]["embedded"], 0, "{learned}");
+    assert_eq!(
+        learned["embeddings"]["total"], learned["traces"],
+        "{learned}"
+    );
+
+    // The key: in no file under .agentforge/ (the database, logs, trajectories), in no
+    // output.
+    let mut files = Vec::new();
+    files_under(&dir.join(".agentforge"), &mut files);
+    assert!(files.iter().any(|(p, _)| p.ends_with("graph.db")));
+    for (path, bytes) in &files {
+        assert!(!contains(bytes, EMBED_KEY), "the key is in {path}");
+    }
+    for o in &outputs {
+        assert!(!contains(&o.stdout, EMBED_KEY) && !contains(&o.stderr, EMBED_KEY));
+    }
+}
+
+#[test]
+fn an_embeddings_endpoint_down_warns_once_and_the_run_completes() {
+    let tmp = notes_workspace(&task("unused"));
+    let dir = tmp.path();
+    let server = embed_server(503);
+    std::fs::write(dir.join("agentforge.toml"), embeddings_config(&server.url)).unwrap();
+    // The same run as without embeddings: refusals traced, then the escalation.
+    let out = stubborn_task(dir, "down-1");
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("embeddings endpoint").count(),
+        1,
+        "one warning: {err}"
+    );
+    assert!(
+        err.contains(&server.url) && err.contains("full-text"),
+        "{err}"
+    );
+    // One call (its bounded attempts), then no more for the run.
+    assert_eq!(server.requests.lock().unwrap().len(), 3, "{err}");
+    let traces = json_of(dir, &["--json", "traces", "--task", "down-1"]);
+    assert_eq!(traces.as_array().unwrap().len(), 5, "{traces:#}");
+    assert!(!contains(&out.stderr, EMBED_KEY) && !contains(&out.stdout, EMBED_KEY));
 }

@@ -59,7 +59,8 @@ fn person(by: &Option<String>) -> String {
 }
 
 /// `agentforge learn`: copies every task's traces from its log (what a failed copy left
-/// out), groups them into patterns and proposes rules.
+/// out), embeds the traces without a vector (with `[learning.embeddings]`), groups them
+/// into patterns and proposes rules.
 pub fn learn(g: &Global, json: bool) -> Result<u8, Failure> {
     let l = learning(g)?;
     let store = TaskStore::new(&workspace_root(g)?);
@@ -72,9 +73,22 @@ pub fn learn(g: &Global, json: bool) -> Result<u8, Failure> {
         };
         copied += l.sync_log(&spec, &records).map_err(failed)?;
     }
+    // Traces without a vector of the configured model (recorded while the endpoint was
+    // down or not configured, or before a model change): embedded in batches. Best
+    // effort: the patterns are learnt whatever the endpoint does.
+    let embedded = match l.backfill() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "warning: {e}; the traces without a vector are embedded by the next `agentforge learn`"
+            );
+            None
+        }
+    };
     let report = l.learn().map_err(failed)?;
     if json {
         let v = serde_json::json!({
+            "embeddings": embedded,
             "copied_from_logs": copied,
             "traces": report.traces,
             "patterns": report.patterns,
@@ -88,6 +102,12 @@ pub fn learn(g: &Global, json: bool) -> Result<u8, Failure> {
         "{} traces in {} patterns ({} new); {} copied from task logs",
         report.traces, report.patterns, report.new_patterns, copied
     );
+    if let Some(e) = &embedded {
+        println!(
+            "{} traces embedded now; {} have a vector of {} ({} dimensions)",
+            e.embedded, e.total, e.model, e.dimensions
+        );
+    }
     for r in &report.proposed {
         println!("proposed: {}", rule_line(r));
     }

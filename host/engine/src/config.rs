@@ -517,6 +517,9 @@ impl Config {
         if self.learning.min_tasks == 0 {
             return Err(err("learning.min_tasks", "must be at least 1".into()));
         }
+        if let Some(e) = &self.learning.embeddings {
+            e.validate().map_err(|(field, m)| err(field, m))?;
+        }
         if self.loops.max_detections == 0 {
             return Err(err("loops.max_detections", "must be at least 1".into()));
         }
@@ -664,6 +667,15 @@ impl Config {
             policy.force_deny(&var);
         }
         if let Some(var) = &self.provider.api_key_env {
+            policy.force_deny(var);
+        }
+        // The embeddings endpoint's key: never a check's, always masked.
+        if let Some(var) = self
+            .learning
+            .embeddings
+            .as_ref()
+            .and_then(|e| e.api_key_env.as_ref())
+        {
             policy.force_deny(var);
         }
         // An MCP server's credentials (`${NAME}` in its env or headers): never a check's,
@@ -856,6 +868,38 @@ mod tests {
         let msg = bad.validate("a.toml").unwrap_err().to_string();
         assert!(msg.contains("checks.env.allow"), "{msg}");
         assert!(Config::parse("[checks.env]\nallw = []\n", "a.toml").is_err());
+    }
+
+    #[test]
+    fn learning_embeddings_parse_check_by_field_and_keep_the_key_from_checks() {
+        let c = Config::parse("[learning]\nprecedents = 2\n", "a.toml").unwrap();
+        assert_eq!(c.learning.embeddings, None);
+        let text = "[learning.embeddings]\nurl = \"http://127.0.0.1:9/v1/embeddings\"\n\
+                    model = \"m\"\napi_key_env = \"EMBED_SECRET\"\ndimensions = 384\n";
+        let c = Config::parse(text, "a.toml").unwrap();
+        c.validate("a.toml").unwrap();
+        let e = c.learning.embeddings.as_ref().unwrap();
+        assert_eq!((e.dimensions, e.timeout_secs, e.batch), (Some(384), 10, 64));
+        assert!(!c.env_policy().unwrap().passes("EMBED_SECRET"));
+        // A dump of the config names the variable, never a value.
+        let dump = toml::to_string(&c).unwrap();
+        assert!(dump.contains("api_key_env = \"EMBED_SECRET\""), "{dump}");
+
+        let refused = |text: &str| {
+            Config::parse(text, "a.toml")
+                .and_then(|c| c.validate("a.toml"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused("[learning.embeddings]\nurl = \"localhost\"\nmodel = \"m\"\n");
+        assert!(e.contains("learning.embeddings.url"), "{e}");
+        let e = refused("[learning.embeddings]\nurl = \"http://h/e\"\nmodel = \"m\"\nbatch = 0\n");
+        assert!(e.contains("learning.embeddings.batch"), "{e}");
+        let e = refused("[learning.embeddings]\nurl = \"http://h/e\"\n");
+        assert!(e.contains("model"), "{e}");
+        let e =
+            refused("[learning.embeddings]\nurl = \"http://h/e\"\nmodel = \"m\"\nretries = 9\n");
+        assert!(e.contains("retries"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,11 @@
 //!   patterns over the threshold become proposed rules ([`Learning::learn`]); approved
 //!   rules reach the `guard-learned-rules` plugin ([`Learning::approved_rules_json`]).
 //!
+//! - With `[learning.embeddings]` (see [`crate::embedding`]) the traces a step recorded
+//!   are embedded after they are copied, the question before a step is embedded too and
+//!   the precedents are ranked by full text and by cosine together; `agentforge learn`
+//!   embeds the traces still without a vector ([`Learning::backfill`]).
+//!
 //! Learning never stops a run: the log line is the record, so a trace the database
 //! could not take (a locked or broken file) is reported and copied on the next sync.
 
@@ -27,7 +32,12 @@ use agentforge_core::state::{ActionRecord, LoopWarning, TaskState};
 use agentforge_core::task::TaskSpec;
 use agentforge_core::text::cut;
 use agentforge_core::trace::{trace_key, Trace, TraceContext, TraceEvent, TraceKind, TraceSource};
-use agentforge_graph::{Graph, GraphError, LearnReport, LearnSettings, PrecedentQuery};
+use agentforge_graph::{
+    Graph, GraphError, LearnReport, LearnSettings, PrecedentQuery, QueryVector,
+};
+use agentforge_providers::EmbeddingsError;
+
+use crate::embedding::{Embedder, EmbeddingsConfig};
 
 /// The trace database, in the workspace's `.agentforge/`.
 pub const GRAPH_FILE: &str = "graph.db";
@@ -68,6 +78,10 @@ pub struct LearningConfig {
     /// Approve proposed guards without a person (default `false`): nothing a run
     /// learned is enforced before a person, or this setting, approves it.
     pub auto_approve: bool,
+    /// `[learning.embeddings]`: an embeddings endpoint for semantic precedents (none:
+    /// full-text ranking only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<EmbeddingsConfig>,
 }
 
 impl Default for LearningConfig {
@@ -78,6 +92,7 @@ impl Default for LearningConfig {
             propose_threshold: 3,
             min_tasks: 1,
             auto_approve: false,
+            embeddings: None,
         }
     }
 }
@@ -91,6 +106,22 @@ pub enum LearningError {
     /// Learning is off (`[learning] enabled = false`).
     #[error("learning is off ([learning] enabled = false in agentforge.toml)")]
     Disabled,
+    /// The embeddings endpoint failed (its error names the URL).
+    #[error(transparent)]
+    Embeddings(Box<EmbeddingsError>),
+}
+
+/// What a backfill embedded ([`Learning::backfill`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackfillReport {
+    /// The embedding model.
+    pub model: String,
+    /// The vectors' dimension.
+    pub dimensions: usize,
+    /// Traces embedded now.
+    pub embedded: u64,
+    /// Traces with a vector of this model and dimension, after the backfill.
+    pub total: u64,
 }
 
 /// The trace database of a workspace, opened on first use.
@@ -108,6 +139,8 @@ pub struct Learning {
     learned_at: std::sync::atomic::AtomicU64,
     /// The database's failures are reported once per process, not per step.
     warned: std::sync::atomic::AtomicBool,
+    /// `[learning.embeddings]`, when configured.
+    embedder: Option<Embedder>,
 }
 
 impl Learning {
@@ -117,9 +150,15 @@ impl Learning {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "workspace".to_string());
+        let embedder = config
+            .embeddings
+            .clone()
+            .filter(|_| config.enabled)
+            .map(Embedder::new);
         Learning {
             path: root.join(".agentforge").join(GRAPH_FILE),
             project,
+            embedder,
             config,
             graph: Mutex::new(None),
             shown: Mutex::new(None),
@@ -200,6 +239,10 @@ impl Learning {
             Ok(n) => {
                 self.written
                     .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                if n > 0 {
+                    let keys: Vec<String> = traces.into_iter().map(|t| t.key).collect();
+                    self.embed_recorded(&keys);
+                }
                 n
             }
             Err(e) => {
@@ -207,6 +250,68 @@ impl Learning {
                 0
             }
         }
+    }
+
+    /// Embeds the traces of `keys` just recorded (best effort: a failure is warned
+    /// about once, the traces stay without a vector until `agentforge learn`).
+    fn embed_recorded(&self, keys: &[String]) {
+        let Some(embedder) = self.embedder.as_ref().filter(|e| !e.is_down()) else {
+            return;
+        };
+        let todo = match self.with_graph(|g| g.to_embed_by_keys(keys)) {
+            Ok(todo) => todo,
+            Err(e) => return self.warn(&e),
+        };
+        for chunk in todo.chunks(embedder.config().batch) {
+            let texts = chunk.iter().map(|t| t.text.clone()).collect();
+            let Some(vectors) = embedder.embed_for_run(texts, warn_embeddings) else {
+                return;
+            };
+            let pairs: Vec<(i64, Vec<f32>)> = chunk.iter().map(|t| t.id).zip(vectors).collect();
+            let model = &embedder.config().model;
+            if let Err(e) = self.with_graph(|g| g.store_vectors(model, &pairs)) {
+                return self.warn(&e);
+            }
+        }
+    }
+
+    /// Embeds, in batches of `[learning.embeddings] batch`, every trace without a vector
+    /// of the configured model and dimension (all of them after a model change); `None`
+    /// without `[learning.embeddings]`. The dimension is the configured one, else the
+    /// model's, learnt from one short request first.
+    pub fn backfill(&self) -> Result<Option<BackfillReport>, LearningError> {
+        let Some(embedder) = &self.embedder else {
+            return Ok(None);
+        };
+        let config = embedder.config();
+        let failed = |e| LearningError::Embeddings(Box::new(e));
+        let dims = match config.dimensions {
+            Some(d) => d,
+            None => embedder
+                .embed(vec!["dimension probe".to_string()])
+                .map_err(failed)?
+                .first()
+                .map_or(0, Vec::len),
+        };
+        let mut after = 0;
+        let mut embedded = 0;
+        loop {
+            let batch =
+                self.with_graph(|g| g.unembedded(&config.model, dims, after, config.batch))?;
+            let Some(last) = batch.last() else { break };
+            after = last.id;
+            let texts = batch.iter().map(|t| t.text.clone()).collect();
+            let vectors = embedder.embed(texts).map_err(failed)?;
+            let pairs: Vec<(i64, Vec<f32>)> = batch.iter().map(|t| t.id).zip(vectors).collect();
+            embedded += self.with_graph(|g| g.store_vectors(&config.model, &pairs))? as u64;
+        }
+        let total = self.with_graph(|g| g.vector_count(&config.model, dims))?;
+        Ok(Some(BackfillReport {
+            model: config.model.clone(),
+            dimensions: dims,
+            embedded,
+            total,
+        }))
     }
 
     /// Copies the traces of the last recorded step of a task being resumed: a kill
@@ -277,7 +382,15 @@ impl Learning {
                 return v.clone();
             }
         }
-        let found = match self.with_graph(|g| g.precedents(&query)) {
+        // The question's vector (cached per text); none when the endpoint failed once.
+        let vector = self.embedder.as_ref().and_then(|e| {
+            e.question_vector(&query.embedding_text(), warn_embeddings)
+                .map(|vector| QueryVector {
+                    model: e.config().model.clone(),
+                    vector,
+                })
+        });
+        let found = match self.with_graph(|g| g.precedents_with(&query, vector.as_ref())) {
             Ok(found) => found,
             Err(e) => {
                 self.warn(&e);
@@ -359,6 +472,16 @@ impl Learning {
             .filter_map(|r| serde_json::to_value(r).ok())
             .collect())
     }
+}
+
+/// The one warning of a run whose embeddings endpoint failed (the error names the URL,
+/// never the key).
+fn warn_embeddings(e: &EmbeddingsError) {
+    eprintln!(
+        "warning: {e}; precedents use full-text ranking only for the rest of this run \
+         (no further embeddings calls), and traces recorded meanwhile are embedded by \
+         `agentforge learn`"
+    );
 }
 
 /// Now, as traces and decisions record time.

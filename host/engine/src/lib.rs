@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod deferred;
+pub mod embedding;
 pub mod executor;
 pub mod git;
 pub mod learning;
