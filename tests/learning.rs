@@ -13,7 +13,8 @@
 //!   the traces recorded before it was configured, a run embeds its own, and a
 //!   precedent sharing no word with the task but near it in the endpoint's vectors is in
 //!   `agentforge context`'s `precedents:`; the key is in no file under `.agentforge/`
-//!   and in no output. The endpoint down: the run completes and warns once.
+//!   and in no output. The endpoint down: the run completes and warns once, one call is
+//!   made (its bounded attempts), and the next `learn` embeds what it left out.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -565,4 +566,12 @@ fn an_embeddings_endpoint_down_warns_once_and_the_run_completes() {
     let traces = json_of(dir, &["--json", "traces", "--task", "down-1"]);
     assert_eq!(traces.as_array().unwrap().len(), 5, "{traces:#}");
     assert!(!contains(&out.stderr, EMBED_KEY) && !contains(&out.stdout, EMBED_KEY));
+
+    // The traces stayed without a vector: the next `learn` with the endpoint up embeds
+    // them.
+    let up = embed_server(200);
+    std::fs::write(dir.join("agentforge.toml"), embeddings_config(&up.url)).unwrap();
+    let learned = json_of(dir, &["--json", "learn"]);
+    assert_eq!(learned["embeddings"]["embedded"], 5, "{learned}");
+    assert_eq!(learned["embeddings"]["total"], 5, "{learned}");
 }
