@@ -374,6 +374,10 @@ impl Fleet {
     }
 
     async fn get_object(&self, name: &str) -> Result<Option<Vec<u8>>, FleetError> {
+        retry(&format!("get object {name}"), || self.get_object_once(name)).await
+    }
+
+    async fn get_object_once(&self, name: &str) -> Result<Option<Vec<u8>>, FleetError> {
         let mut obj = match self.objects.get(name).await {
             Ok(o) => o,
             Err(e) if e.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
@@ -419,11 +423,10 @@ impl Fleet {
 
     /// An item's status, if it has one.
     pub async fn item_status(&self, id: &str) -> Result<Option<ItemStatus>, FleetError> {
-        let got = self
-            .status
-            .get(id)
-            .await
-            .map_err(|e| FleetError::js(format!("get key `{id}` in {}", names::STATUS), e))?;
+        let got = retry(&format!("get key `{id}` in {}", names::STATUS), || {
+            self.status.get(id)
+        })
+        .await?;
         Ok(got.and_then(|b| serde_json::from_slice(&b).ok()))
     }
 
@@ -465,6 +468,20 @@ impl Fleet {
     /// on the key's revision so two workers never both win. `Err(left)`: someone else
     /// holds it for about `left` more.
     pub async fn acquire_lease(
+        &self,
+        item: &str,
+        worker: &str,
+    ) -> Result<Result<Lease, Duration>, FleetError> {
+        // A JetStream error (a leader being elected) is tried again, bounded; an answer
+        // (taken, or lost on the revision) is final. A try that timed out after writing
+        // is found again as this worker's own lease.
+        retry(&format!("lease key `{item}` in {}", names::LEASES), || {
+            self.try_acquire_lease(item, worker)
+        })
+        .await
+    }
+
+    async fn try_acquire_lease(
         &self,
         item: &str,
         worker: &str,
@@ -524,8 +541,10 @@ impl Fleet {
     pub async fn renew_lease(&self, lease: &mut Lease) -> Result<(), FleetError> {
         let value = self.lease_value(&lease.worker)?;
         let mut last = None;
-        // A node failing over makes an update time out; the lease outlives a few tries.
-        for _ in 0..5 {
+        // A node failing over makes an update fail for a few seconds; the lease outlives
+        // a few tries (about 15 s, as `retry`).
+        let mut wait = Duration::from_millis(200);
+        for _ in 0..8 {
             match self
                 .leases
                 .update(lease.item.as_str(), value.clone(), lease.revision)
@@ -552,7 +571,8 @@ impl Fleet {
                 }
                 Err(e) => {
                     last = Some(e);
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(3));
                 }
             }
         }

@@ -359,9 +359,11 @@ async fn handle(
             return;
         }
         Err(e) => {
+            // JetStream did not answer for ~15 s: back after an ack wait, not at once,
+            // so a cluster in trouble does not use up the item's deliveries.
             eprintln!("worker {me}: item {id}: {e}");
             let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .ack_with(AckKind::Nak(Some(fleet.options().ack_wait)))
                 .await;
             return;
         }

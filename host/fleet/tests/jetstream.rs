@@ -79,6 +79,21 @@ async fn submission_leases_and_checkpoints_on_a_real_server() {
     // Large workspaces go to the object store.
     let big: Vec<u8> = (0..400_000u32).map(|i| (i * 7 % 251) as u8).collect();
     fleet.submit("big", kind, big.clone()).await.unwrap();
+    // A worker gets it back, checked against its hash.
+    let item = agentforge_fleet::WorkItem {
+        version: 1,
+        id: "big".into(),
+        kind: ItemKind::Task {
+            spec_yaml: String::new(),
+        },
+        workspace: agentforge_fleet::Payload::Object {
+            name: "input/big.tar.gz".into(),
+            size: big.len() as u64,
+            sha256: agentforge_fleet::archive::sha256(&big),
+        },
+        submitted_at: String::new(),
+    };
+    assert_eq!(other.input_archive(&item).await.unwrap(), big);
     let view = fleet.view().await.unwrap();
     assert_eq!(view.pending_messages, 2);
     assert_eq!(view.items.len(), 2);
@@ -98,6 +113,36 @@ async fn submission_leases_and_checkpoints_on_a_real_server() {
     assert!(fleet.acquire_lease("a", "w3").await.unwrap().is_err());
     other.release_lease(&l2).await;
     assert!(fleet.acquire_lease("a", "w3").await.unwrap().is_ok());
+
+    // Progress events reach a subscriber of `agentforge.progress.>`.
+    let mut sub = other
+        .client
+        .subscribe("agentforge.progress.>")
+        .await
+        .unwrap();
+    other.client.flush().await.unwrap();
+    let ev = agentforge_fleet::ProgressEvent {
+        item: "a".into(),
+        worker: "w3".into(),
+        step: 2,
+        phase: "implement".into(),
+        action: "edit_file".into(),
+        result: "success".into(),
+        input_tokens: 10,
+        output_tokens: 2,
+        cost_usd_micros: Some(7),
+    };
+    fleet.publish_progress(&ev).await;
+    let got = tokio::time::timeout(
+        Duration::from_secs(5),
+        futures_util::StreamExt::next(&mut sub),
+    )
+    .await
+    .expect("a progress event")
+    .unwrap();
+    assert_eq!(got.subject.as_str(), "agentforge.progress.a");
+    let back: agentforge_fleet::ProgressEvent = serde_json::from_slice(&got.payload).unwrap();
+    assert_eq!(back, ev);
 
     // Checkpoints replace each other whole.
     assert_eq!(fleet.checkpoint("a").await.unwrap(), None);
