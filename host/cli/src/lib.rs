@@ -10,6 +10,7 @@ pub use agentforge_core::{
     sanitize, task, text, working_memory,
 };
 pub use agentforge_engine::{config, executor, learning, mcp, session, task_git};
+pub use agentforge_fleet as fleet;
 pub use agentforge_graph as graph;
 pub use agentforge_loops as loops;
 pub use agentforge_plugin_host as plugins;

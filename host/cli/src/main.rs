@@ -19,6 +19,7 @@ use agentforge::task::TaskSpec;
 use agentforge::task_git::{Started, TaskGitError, TaskRepo};
 use agentforge::tools::Workspace;
 
+mod fleet_cli;
 mod learning_cli;
 mod sprint;
 mod trajectories;
@@ -171,10 +172,21 @@ enum Command {
         flags: RunFlags,
     },
     /// Show a sprint's progress: tasks, verifications, measured value, health, tokens.
+    /// With --nats: the fleet's items and workers instead.
     Status {
         /// Sprint id (default: the most recent sprint).
         sprint: Option<String>,
+        /// Show the fleet on this NATS JetStream server (items with state, worker, step,
+        /// tokens, cost; workers with their last heartbeat).
+        #[arg(long, value_name = "URL")]
+        nats: Option<String>,
     },
+    /// Send tasks (task.yaml) or sprints (folders) to a NATS JetStream fleet, one work
+    /// item each with its workspace; `agentforge worker` runs them.
+    Submit(fleet_cli::SubmitArgs),
+    /// Run fleet work items from NATS JetStream: each in its own folder, on the same
+    /// executor as `run`, checkpointed at every step; acked once final.
+    Worker(fleet_cli::WorkerArgs),
     /// Rewrite a sprint's IMPLEMENTATION_PLAN.md, VALUE_CHECKLIST.md and DELIVERY_REPORT.md from its state.
     Render {
         /// Sprint id (default: the most recent sprint).
@@ -686,7 +698,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Plugins(PluginsCommand::Check { dir }) => plugins_check(g, dir),
         Command::Plugins(PluginsCommand::Cache(CacheCommand::Clean)) => plugins_cache_clean(g),
         Command::Extract(args) => extract_stdin(g, args),
-        Command::Status { sprint: id } => sprint::status(g, id.as_deref()),
+        Command::Status {
+            nats: Some(url),
+            sprint,
+        } => fleet_cli::status(g, url, sprint.as_deref()).await,
+        Command::Status { sprint: id, .. } => sprint::status(g, id.as_deref()),
+        Command::Submit(args) => fleet_cli::submit(g, args).await,
+        Command::Worker(args) => fleet_cli::worker(g, args).await,
         Command::Render { sprint: id } => sprint::render(g, id.as_deref()),
     }
 }
@@ -711,10 +729,23 @@ async fn run_task_file(g: &Global, task: &Path, flags: &RunFlags) -> Result<u8, 
 /// a written one or a derived one.
 async fn run_spec(
     g: &Global,
+    rt: Runtime,
+    spec: TaskSpec,
+    task: &Path,
+    flags: &RunFlags,
+) -> Result<u8, Failure> {
+    run_spec_with(g, rt, spec, task, flags, None).await
+}
+
+/// [`run_spec`], with a fleet worker's hooks (`fleet_cli`): its checkpoint after each
+/// recorded step, and its stop when the item's lease is lost.
+async fn run_spec_with(
+    g: &Global,
     mut rt: Runtime,
     spec: TaskSpec,
     task: &Path,
     flags: &RunFlags,
+    fleet: Option<fleet_cli::FleetHooks>,
 ) -> Result<u8, Failure> {
     rt.workspace.protect(
         &std::path::absolute(task).unwrap_or(task.to_path_buf()),
@@ -743,7 +774,7 @@ async fn run_spec(
             rt.create_task(&spec).map_err(exec_failure)?
         }
     };
-    drive(&rt, dir, g.json, flags).await
+    drive_with(&rt, dir, g.json, flags, fleet).await
 }
 
 /// A new task's git start refuses uncommitted changes to tracked files (unless
@@ -1232,6 +1263,19 @@ async fn drive(
     json: bool,
     flags: &RunFlags,
 ) -> Result<u8, Failure> {
+    drive_with(rt, dir, json, flags, None).await
+}
+
+/// [`drive`], with a fleet worker's hooks: its checkpoint runs after each recorded step
+/// (after git's commit, so the checkpoint holds it), and its stop ends the run as a
+/// signal would.
+async fn drive_with(
+    rt: &Runtime,
+    dir: agentforge::state_store::TaskDir,
+    json: bool,
+    flags: &RunFlags,
+    fleet: Option<fleet_cli::FleetHooks>,
+) -> Result<u8, Failure> {
     // One process per task: held until this process exits (the OS drops it on death).
     let _lock = lock_task(&dir)?;
     let leftover = dir.path().join(agentforge::commands::GROUPS_FILE);
@@ -1258,6 +1302,11 @@ async fn drive(
     let state = exec.set_max_cost().map_err(exec_failure)?;
     let git_on = rt.config.git.enabled && !flags.no_git;
     let mut branch = None;
+    let (checkpoint, fleet_stop) = match fleet {
+        Some(h) => (Some(h.after_step), Some(h.stop)),
+        None => (None, None),
+    };
+    let mut git_hook: Option<agentforge::executor::AfterStep<'_>> = None;
     if git_on && state.status == TaskStatus::Running {
         if let Some((repo, started)) =
             TaskRepo::start(&root, &dir, &state, flags.stash).map_err(git_failure)?
@@ -1286,7 +1335,7 @@ async fn drive(
             }
             branch = Some(repo.record().branch.clone());
             let progress = rt.progress;
-            exec = exec.with_after_step(Box::new(move |record| {
+            git_hook = Some(Box::new(move |record| {
                 let commit = repo.commit_step(record).map_err(|e| e.to_string())?;
                 if let (true, Some(c)) = (progress, commit) {
                     eprintln!(
@@ -1298,6 +1347,17 @@ async fn drive(
                 Ok(())
             }));
         }
+    }
+    match (git_hook, checkpoint) {
+        (Some(git), Some(cp)) => {
+            exec = exec.with_after_step(Box::new(move |record| {
+                git(record)?;
+                cp(record)
+            }))
+        }
+        (Some(git), None) => exec = exec.with_after_step(git),
+        (None, Some(cp)) => exec = exec.with_after_step(Box::new(move |record| cp(record))),
+        (None, None) => {}
     }
     if let Some(recorder) = &rt.record_session {
         trajectories::begin_recording(recorder, exec.dir())?;
@@ -1323,8 +1383,24 @@ async fn drive(
         signal.clone(),
         state.task_id.clone(),
     ));
+    // A fleet item whose lease is lost stops as on a signal (its step in flight is
+    // dropped and rolled back).
+    let lease_watch = fleet_stop.map(|mut lost| {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while !*lost.borrow_and_update() {
+                if lost.changed().await.is_err() {
+                    return;
+                }
+            }
+            stop.request();
+        })
+    });
     let result = exec.run_until(&stop).await;
     watcher.abort();
+    if let Some(w) = lease_watch {
+        w.abort();
+    }
     let outcome = match result {
         Err(ExecError::Interrupted { .. }) => {
             eprintln!(
