@@ -1,0 +1,657 @@
+//! The fleet on NATS JetStream through the binary: real `nats-server` processes on
+//! 127.0.0.1 (one node, or a three-node cluster with replicas 3), real `agentforge
+//! worker` processes, a scripted model server. Tasks are the notes task (a check, the
+//! fix, `complete`: three steps).
+//!
+//! `nats-server` must be on PATH (Debian's `nats-server`; `.ci/run` installs it): without
+//! it these tests fail, they are never skipped.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::notes::{notes_task, FIXED};
+use support::scripted_server::{Protocol, RecordedRequest, Scripted, ScriptedServer};
+
+const KEY: &str = "sk-test-fleet-worker";
+/// A key in the submitter's environment: it must never travel with an item.
+const SUBMITTER_KEY: &str = "sk-test-fleet-SUBMITTER-secret";
+
+/// How long a test waits for the fleet to finish before it fails (not a measure).
+const PATIENCE: Duration = Duration::from_secs(150);
+
+fn nats_server() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("nats-server"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "nats-server is not on PATH: these tests start real NATS JetStream servers; install it (Debian/Ubuntu: apt-get install nats-server) and run them again"
+            )
+        })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One nats-server process, killed when dropped.
+struct Node {
+    child: Option<Child>,
+    port: u16,
+    _store: tempfile::TempDir,
+}
+
+impl Node {
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn wait_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nats-server never listened on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start_node(name: &str, cluster: Option<(u16, &[u16])>) -> Node {
+    let store = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut c = Command::new(nats_server());
+    c.args(["-js", "-a", "127.0.0.1", "-n", name])
+        .arg("-p")
+        .arg(port.to_string())
+        .arg("-sd")
+        .arg(store.path());
+    if let Some((own, peers)) = cluster {
+        let routes: Vec<String> = peers
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect();
+        c.args(["--cluster_name", "agentforge-test"])
+            .arg("--cluster")
+            .arg(format!("nats://127.0.0.1:{own}"))
+            .arg("--routes")
+            .arg(routes.join(","));
+    }
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let child = c.spawn().expect("start nats-server");
+    wait_port(port);
+    Node {
+        child: Some(child),
+        port,
+        _store: store,
+    }
+}
+
+fn single() -> Node {
+    start_node("solo", None)
+}
+
+fn cluster() -> Vec<Node> {
+    let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    (0..3)
+        .map(|i| {
+            let peers: Vec<u16> = routes
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, p)| *p)
+                .collect();
+            start_node(&format!("n{i}"), Some((routes[i], &peers)))
+        })
+        .collect()
+}
+
+fn urls(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .filter(|n| n.child.is_some())
+        .map(Node::url)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The step a request is for (the system prompt's "Phase: X (step N").
+fn step_of(r: &RecordedRequest) -> u64 {
+    r.system_text()
+        .split("(step ")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The notes task's three steps, chosen by the step number alone, so any number of
+/// tasks can ask in any order.
+fn notes_answer(r: &RecordedRequest) -> Scripted {
+    match step_of(r) {
+        1 => Scripted::tool_call("run_tests", json!({})),
+        2 => Scripted::tool_call(
+            "edit_file",
+            json!({"path": "notes.txt", "old_text": "status: broken", "new_text": "status: fixed"}),
+        ),
+        _ => Scripted::tool_call("complete", json!({"summary": "status fixed"})),
+    }
+}
+
+fn model_server(
+    answer: impl Fn(&RecordedRequest) -> Scripted + Send + Sync + 'static,
+) -> ScriptedServer {
+    let answer = Arc::new(answer);
+    let script: Vec<Scripted> = (0..3000)
+        .map(|_| {
+            let a = answer.clone();
+            Scripted::dynamic(move |r| a(r))
+        })
+        .collect();
+    ScriptedServer::builder(Protocol::Anthropic)
+        .script(script)
+        .start_background()
+}
+
+/// A workspace with notes.txt and one task file per id.
+fn workspace(ids: &[String]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("notes.txt"),
+        "title: demo\nstatus: broken\n",
+    )
+    .unwrap();
+    for id in ids {
+        std::fs::write(
+            tmp.path().join(format!("{id}.yaml")),
+            notes_task(id, FIXED, 8),
+        )
+        .unwrap();
+    }
+    tmp
+}
+
+fn agentforge(dir: &Path) -> Command {
+    support::notes::agentforge(dir)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn submit(ws: &Path, url: &str, replicas: usize, files: &[String]) -> Output {
+    let mut c = agentforge(ws);
+    c.arg("submit")
+        .args(files)
+        .args(["--nats", url, "--replicas", &replicas.to_string()])
+        .env("ANTHROPIC_API_KEY", SUBMITTER_KEY);
+    c.output().unwrap()
+}
+
+/// A worker process, its stderr in a file; killed (SIGKILL) when dropped.
+struct Worker {
+    child: Option<Child>,
+    id: String,
+    dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Worker {
+    fn start(
+        root: &Path,
+        id: &str,
+        url: &str,
+        replicas: usize,
+        concurrency: usize,
+        ack_wait: u64,
+        server: &ScriptedServer,
+    ) -> Worker {
+        let dir = root.join(id);
+        let log = root.join(format!("{id}.log"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = agentforge(root);
+        c.args(["worker", "--nats", url, "--id", id, "-q"])
+            .args(["--replicas", &replicas.to_string()])
+            .args(["--concurrency", &concurrency.to_string()])
+            .args(["--ack-wait", &ack_wait.to_string()])
+            .arg("--dir")
+            .arg(&dir)
+            .env("AGENTFORGE_PROVIDER", "anthropic")
+            .env("AGENTFORGE_MODEL", "test-model")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in server.env_vars(KEY) {
+            c.env(k, v);
+        }
+        Worker {
+            child: Some(c.spawn().unwrap()),
+            id: id.to_string(),
+            dir,
+            log,
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// `status --nats URL --json`.
+fn fleet_status(ws: &Path, url: &str) -> Option<Value> {
+    let out = agentforge(ws)
+        .args(["--json", "status", "--nats", url])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// Items by id, from the status view.
+fn items(v: &Value) -> BTreeMap<String, Value> {
+    v["items"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|i| (i["id"].as_str().unwrap_or_default().to_string(), i.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until every id has a final state; returns the last view.
+fn wait_final(ws: &Path, url: &dyn Fn() -> String, ids: &[String], workers: &[Worker]) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(v) = fleet_status(ws, &url()) {
+            let its = items(&v);
+            let done = ids.iter().all(|id| {
+                its.get(id).is_some_and(|i| {
+                    matches!(
+                        i["state"].as_str(),
+                        Some("complete" | "failed" | "escalated" | "budget_exhausted")
+                    )
+                })
+            });
+            if done {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let logs: Vec<String> = workers
+                    .iter()
+                    .map(|w| format!("--- {}\n{}", w.id, w.log()))
+                    .collect();
+                panic!(
+                    "the fleet did not finish: {}\n{}",
+                    serde_json::to_string_pretty(&v["items"]).unwrap(),
+                    logs.join("\n")
+                );
+            }
+        } else {
+            assert!(Instant::now() < deadline, "status --nats never answered");
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// The step numbers in an item's final log (in the folder of the worker that ended it).
+fn steps_of(workers: &[Worker], worker: &str, id: &str) -> Vec<(u64, String)> {
+    let w = workers
+        .iter()
+        .find(|w| w.id == worker)
+        .unwrap_or_else(|| panic!("no worker {worker}"));
+    let log = w
+        .dir
+        .join(id)
+        .join(format!(".agentforge/tasks/{id}/actions.jsonl"));
+    std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()))
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["step"].as_u64().unwrap(),
+                v["action"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every id complete, acked exactly once across all workers, its log's steps 1..=n each
+/// once, ending in `complete`, the fix on disk; nothing left in the stream; no
+/// submitter key anywhere a worker wrote.
+fn assert_all_complete_once(v: &Value, ids: &[String], workers: &[Worker]) {
+    let its = items(v);
+    let logs: String = workers.iter().map(Worker::log).collect();
+    for id in ids {
+        let i = &its[id];
+        assert_eq!(i["state"], "complete", "{id}: {i}\n{logs}");
+        let acks = logs.matches(&format!("acked item {id}: ")).count();
+        assert_eq!(acks, 1, "{id} acked {acks} times\n{logs}");
+        let worker = i["worker"].as_str().unwrap();
+        let steps = steps_of(workers, worker, id);
+        let numbers: Vec<u64> = steps.iter().map(|s| s.0).collect();
+        let expected: Vec<u64> = (1..=numbers.len() as u64).collect();
+        assert_eq!(numbers, expected, "{id}: steps {steps:?}");
+        assert!(numbers.len() >= 3, "{id}: {steps:?}");
+        assert_eq!(steps.last().unwrap().1, "complete", "{id}: {steps:?}");
+        assert_eq!(i["step"].as_u64(), Some(numbers.len() as u64), "{id}: {i}");
+        let notes = workers
+            .iter()
+            .find(|w| w.id == worker)
+            .unwrap()
+            .dir
+            .join(id)
+            .join("notes.txt");
+        assert_eq!(
+            std::fs::read_to_string(notes).unwrap(),
+            "title: demo\nstatus: fixed\n"
+        );
+    }
+    assert_eq!(v["pending_messages"], 0, "{v}");
+    assert!(!logs.contains(SUBMITTER_KEY));
+    for w in workers {
+        assert_no_key(&w.dir);
+    }
+}
+
+fn assert_no_key(dir: &Path) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                assert!(
+                    !text(&bytes).contains(SUBMITTER_KEY),
+                    "{} holds the submitter's key",
+                    p.display()
+                );
+            }
+        }
+    }
+}
+
+fn ids(prefix: &str, n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("{prefix}{i:02}")).collect()
+}
+
+fn files(ids: &[String]) -> Vec<String> {
+    ids.iter().map(|i| format!("{i}.yaml")).collect()
+}
+
+#[test]
+fn fifty_tasks_on_four_workers_over_a_three_node_cluster_complete_exactly_once() {
+    let nodes = cluster();
+    let url = urls(&nodes);
+    let server = model_server(notes_answer);
+    let ids = ids("bulk", 50);
+    let ws = workspace(&ids);
+    let out = submit(ws.path(), &url, 3, &files(&ids));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).matches("submitted task").count(), 50);
+    let root = tempfile::tempdir().unwrap();
+    let workers: Vec<Worker> = (1..=4)
+        .map(|i| Worker::start(root.path(), &format!("w{i}"), &url, 3, 2, 10, &server))
+        .collect();
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    assert_all_complete_once(&v, &ids, &workers);
+    // The work was shared.
+    let by: BTreeSet<String> = items(&v)
+        .values()
+        .filter_map(|i| i["worker"].as_str().map(str::to_string))
+        .collect();
+    assert!(by.len() >= 2, "one worker did everything: {by:?}");
+    // Workers' heartbeats are shown.
+    let beats: Vec<&str> = v["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["worker"].as_str())
+        .collect();
+    for w in ["w1", "w2", "w3", "w4"] {
+        assert!(beats.contains(&w), "{w} missing: {beats:?}");
+    }
+    // The human view.
+    let out = agentforge(ws.path())
+        .args(["status", "--nats", &url])
+        .output()
+        .unwrap();
+    let shown = text(&out.stdout);
+    assert!(shown.contains("fleet at"), "{shown}");
+    assert!(
+        shown.contains("bulk01") && shown.contains("complete"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_worker_killed_mid_task_loses_no_step_and_repeats_none() {
+    let node = single();
+    let url = node.url();
+    let reached = Arc::new(AtomicBool::new(false));
+    let seen = reached.clone();
+    // The `slow` task's step 2 answer waits long enough for the test to kill its worker.
+    let server = model_server(move |r| {
+        if r.user_text().contains("slow01") && step_of(r) == 2 && !seen.swap(true, Ordering::SeqCst)
+        {
+            return Scripted::delay(Duration::from_secs(20), notes_answer(r));
+        }
+        notes_answer(r)
+    });
+    let mut ids = vec!["slow01".to_string()];
+    ids.extend((1..=5).map(|i| format!("fast{i:02}")));
+    let ws = workspace(&ids);
+    let out = submit(ws.path(), &url, 1, &files(&ids));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = tempfile::tempdir().unwrap();
+    let mut workers: Vec<Worker> = (1..=2)
+        .map(|i| Worker::start(root.path(), &format!("w{i}"), &url, 1, 1, 3, &server))
+        .collect();
+    let deadline = Instant::now() + PATIENCE;
+    while !reached.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "slow01 never reached step 2");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its worker is the one the status names (step 1 is checkpointed before step 2 asks).
+    let holder = loop {
+        let v = fleet_status(ws.path(), &url).expect("status");
+        let i = &items(&v)["slow01"];
+        if i["state"] == "running" && i["step"] == 1 {
+            break i["worker"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "slow01 not checkpointed: {i}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let victim = workers.iter().position(|w| w.id == holder).unwrap();
+    workers[victim].kill9();
+    // A replacement, so the fleet keeps two.
+    workers.push(Worker::start(root.path(), "w3", &url, 1, 1, 3, &server));
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    assert_all_complete_once(&v, &ids, &workers);
+    let slow = &items(&v)["slow01"];
+    assert_ne!(slow["worker"].as_str(), Some(holder.as_str()));
+    assert!(slow["deliveries"].as_u64().unwrap() >= 2, "{slow}");
+    let logs: String = workers.iter().map(Worker::log).collect();
+    assert!(
+        logs.contains("item slow01: restored from its checkpoint (step 1); resuming"),
+        "{logs}"
+    );
+}
+
+#[test]
+fn a_nats_node_killed_mid_run_does_not_stop_the_fleet() {
+    let mut nodes = cluster();
+    let all = urls(&nodes);
+    let server = model_server(notes_answer);
+    let ids = ids("node", 16);
+    let ws = workspace(&ids);
+    let out = submit(ws.path(), &all, 3, &files(&ids));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = tempfile::tempdir().unwrap();
+    let workers: Vec<Worker> = (1..=2)
+        .map(|i| Worker::start(root.path(), &format!("w{i}"), &all, 3, 2, 10, &server))
+        .collect();
+    // Once work is under way, one node dies.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let v = fleet_status(ws.path(), &all);
+        let started = v.as_ref().is_some_and(|v| {
+            items(v)
+                .values()
+                .any(|i| i["state"] == "complete" || i["step"].as_u64() > Some(0))
+        });
+        if started {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no item started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    nodes[0].kill9();
+    let left = urls(&nodes);
+    let v = wait_final(ws.path(), &|| left.clone(), &ids, &workers);
+    assert_all_complete_once(&v, &ids, &workers);
+}
+
+#[test]
+fn a_duplicate_submission_is_refused_and_an_unreachable_server_is_named() {
+    let node = single();
+    let url = node.url();
+    let ids = vec!["dup01".to_string()];
+    let ws = workspace(&ids);
+    let out = submit(ws.path(), &url, 1, &files(&ids));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let again = submit(ws.path(), &url, 1, &files(&ids));
+    let err = text(&again.stderr);
+    assert_eq!(again.status.code(), Some(64), "{err}");
+    assert!(err.contains("`dup01` was already submitted"), "{err}");
+    assert!(err.contains("dup01.yaml"), "{err}");
+    // Still one item, queued.
+    let v = fleet_status(ws.path(), &url).unwrap();
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["pending_messages"], 1, "{v}");
+
+    // Nothing listens here.
+    let dead = format!("nats://127.0.0.1:{}", free_port());
+    for args in [
+        vec!["submit", "dup01.yaml", "--nats", &dead],
+        vec!["worker", "--nats", &dead],
+        vec!["status", "--nats", &dead],
+    ] {
+        let out = agentforge(ws.path()).args(&args).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("no NATS server reachable at {dead}")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("nats-server -js"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // Bad input is named before anything is sent.
+    std::fs::write(ws.path().join("bad.yaml"), "id: bad\ntask_type: nope\n").unwrap();
+    let out = agentforge(ws.path())
+        .args(["submit", "bad.yaml", "missing.yaml", "--nats", &url])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("bad.yaml"), "{err}");
+    let v = fleet_status(ws.path(), &url).unwrap();
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
+}
+
+#[test]
+fn an_item_that_cannot_run_is_failed_at_the_delivery_bound() {
+    let node = single();
+    let url = node.url();
+    let ids = vec!["doomed".to_string()];
+    let ws = workspace(&ids);
+    // The workspace's configuration names a provider no worker has: every attempt fails.
+    std::fs::write(
+        ws.path().join("agentforge.toml"),
+        "[provider]\nkind = \"no-such-provider\"\n",
+    )
+    .unwrap();
+    let out = submit(ws.path(), &url, 1, &files(&ids));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = tempfile::tempdir().unwrap();
+    // No provider override in this worker's environment: the workspace's wins.
+    let mut c = agentforge(root.path());
+    c.args([
+        "worker",
+        "--nats",
+        &url,
+        "--id",
+        "w1",
+        "-q",
+        "--ack-wait",
+        "3",
+    ])
+    .arg("--dir")
+    .arg(root.path().join("w1"))
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(root.path().join("w1.log")).unwrap());
+    let w1 = Worker {
+        child: Some(c.spawn().unwrap()),
+        id: "w1".into(),
+        dir: root.path().join("w1"),
+        log: root.path().join("w1.log"),
+    };
+    let workers = vec![w1];
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let i = &items(&v)["doomed"];
+    assert_eq!(i["state"], "failed", "{i}");
+    assert_eq!(i["deliveries"], 5, "{i}");
+    assert!(i["reason"].as_str().unwrap().contains("the bound"), "{i}");
+    let logs: String = workers.iter().map(Worker::log).collect();
+    assert_eq!(
+        logs.matches("item doomed not finished").count(),
+        4,
+        "{logs}"
+    );
+    assert_eq!(v["pending_messages"], 0, "{v}");
+}
