@@ -59,9 +59,10 @@ pub(crate) struct WorkerArgs {
     /// The worker's id in the fleet (default: <host>-<pid>).
     #[arg(long)]
     id: Option<String>,
-    /// No step lines on stderr.
-    #[arg(long, short = 'q')]
-    quiet: bool,
+    /// As for `run`, applied to every item this worker runs (the worker's own provider,
+    /// model, plugins...; an item's `agentforge.toml` applies where they are silent).
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 /// What reaches the fleet.
@@ -216,7 +217,7 @@ pub(crate) async fn worker(g: &Global, args: &WorkerArgs) -> Result<u8, Failure>
         fleet: fleet.clone(),
         handle: tokio::runtime::Handle::current(),
         config: g.config.clone(),
-        quiet: args.quiet,
+        flags: args.run.clone(),
     });
     super::start_token_counting();
     agentforge::fleet::worker::run_worker(fleet, worker_opts, runner, shutdown_signal())
@@ -251,7 +252,7 @@ struct CliRunner {
     fleet: Fleet,
     handle: tokio::runtime::Handle,
     config: Option<PathBuf>,
-    quiet: bool,
+    flags: RunFlags,
 }
 
 impl ItemRunner for CliRunner {
@@ -260,13 +261,13 @@ impl ItemRunner for CliRunner {
         let handle = self.handle.clone();
         let fleet = self.fleet.clone();
         let config = self.config.clone();
-        let quiet = self.quiet;
+        let flags = self.flags.clone();
         let name = format!("item-{}", job.item.id);
         let spawned = std::thread::Builder::new()
             .name(name)
             .stack_size(8 << 20)
             .spawn(move || {
-                let _ = tx.send(run_item_thread(job, handle, fleet, config, quiet));
+                let _ = tx.send(run_item_thread(job, handle, fleet, config, flags));
             });
         Box::pin(async move {
             spawned.map_err(|e| format!("cannot start the item's thread: {e}"))?;
@@ -281,7 +282,7 @@ fn run_item_thread(
     fleet_handle: tokio::runtime::Handle,
     _fleet: Fleet,
     config: Option<PathBuf>,
-    quiet: bool,
+    flags: RunFlags,
 ) -> Result<Finished, String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -289,7 +290,7 @@ fn run_item_thread(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the item's runtime: {e}"))?;
-    rt.block_on(run_item(job, fleet_handle, config, quiet))
+    rt.block_on(run_item(job, fleet_handle, config, flags))
         .map_err(|f| agentforge::secrets::mask(&super::render_error(&f.error)))
 }
 
@@ -297,16 +298,12 @@ async fn run_item(
     job: Job,
     fleet_handle: tokio::runtime::Handle,
     config: Option<PathBuf>,
-    quiet: bool,
+    flags: RunFlags,
 ) -> Result<Finished, Failure> {
     let g = Global {
         workspace: job.workspace.clone(),
         config,
         json: false,
-    };
-    let flags = RunFlags {
-        quiet,
-        ..RunFlags::default()
     };
     if let Some(step) = job.restored_step {
         eprintln!(

@@ -55,7 +55,7 @@ struct Global {
     json: bool,
 }
 
-#[derive(Args, Debug, Default)]
+#[derive(Args, Debug, Default, Clone)]
 struct RunFlags {
     /// Model provider: anthropic, openai or replay.
     #[arg(long)]
