@@ -655,3 +655,71 @@ fn an_item_that_cannot_run_is_failed_at_the_delivery_bound() {
     );
     assert_eq!(v["pending_messages"], 0, "{v}");
 }
+
+/// A sprint is one item too: the bundled feature list (examples/features), submitted with
+/// its project, run by a worker from its recorded sessions (`--replay`, a run flag every
+/// item of the worker gets) to delivered.
+#[test]
+fn a_feature_list_sprint_runs_as_one_item() {
+    let node = single();
+    let url = node.url();
+    let example = support::built_plugins::root().join("examples/features");
+    let ws = tempfile::tempdir().unwrap();
+    let mut stack = vec![example.join("project")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let to = ws
+                .path()
+                .join(p.strip_prefix(example.join("project")).unwrap());
+            if p.is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+                stack.push(p);
+            } else {
+                std::fs::copy(&p, &to).unwrap();
+            }
+        }
+    }
+    std::fs::copy(
+        example.join("features.json"),
+        ws.path().join("features.json"),
+    )
+    .unwrap();
+    let out = submit(ws.path(), &url, 1, &["features.json".to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("submitted sprint `features`"));
+    let root = tempfile::tempdir().unwrap();
+    let mut c = agentforge(root.path());
+    c.args(["worker", "--nats", &url, "--id", "w1", "-q", "--replay"])
+        .arg(example.join("session"))
+        .arg("--dir")
+        .arg(root.path().join("w1"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(root.path().join("w1.log")).unwrap());
+    let workers = vec![Worker {
+        child: Some(c.spawn().unwrap()),
+        id: "w1".into(),
+        dir: root.path().join("w1"),
+        log: root.path().join("w1.log"),
+    }];
+    let ids = vec!["features".to_string()];
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let i = &items(&v)["features"];
+    assert_eq!(i["state"], "complete", "{i}\n{}", workers[0].log());
+    assert_eq!(i["kind"], "sprint");
+    let logs = workers[0].log();
+    assert_eq!(logs.matches("acked item features: ").count(), 1, "{logs}");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            workers[0]
+                .dir
+                .join("features/.agentforge/sprints/features/sprint.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    for f in state["feature_list"]["features"].as_array().unwrap() {
+        assert_eq!(f["status"], "passed", "{f}");
+    }
+    assert_eq!(v["pending_messages"], 0, "{v}");
+}
