@@ -278,15 +278,37 @@ impl Drop for Worker {
 }
 
 /// `status --nats URL --json`.
+/// `None` when it fails or has not answered within a minute (then it is killed).
 fn fleet_status(ws: &Path, url: &str) -> Option<Value> {
-    let out = agentforge(ws)
+    let mut child = agentforge(ws)
         .args(["--json", "status", "--nats", url])
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
-    if !out.status.success() {
-        return None;
+    // Read while it runs: a view larger than the pipe must not block it.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut out);
+        out
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = reader.join().unwrap();
+            if !status.success() {
+                return None;
+            }
+            return serde_json::from_slice(&out).ok();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    serde_json::from_slice(&out.stdout).ok()
 }
 
 /// Items by id, from the status view.
@@ -722,4 +744,64 @@ fn a_feature_list_sprint_runs_as_one_item() {
         assert_eq!(f["status"], "passed", "{f}");
     }
     assert_eq!(v["pending_messages"], 0, "{v}");
+}
+
+/// A worker paused (SIGSTOP) past its ack wait loses the item's lease to another worker,
+/// which finishes it from the last checkpoint; once resumed, the paused worker finds the
+/// lease lost at its next renewal, stops the item and never acks it.
+#[test]
+fn a_worker_that_loses_its_lease_stops_without_acking() {
+    let node = single();
+    let url = node.url();
+    let reached = Arc::new(AtomicBool::new(false));
+    let seen = reached.clone();
+    let server = model_server(move |r| {
+        if r.user_text().contains("paused01")
+            && step_of(r) == 2
+            && !seen.swap(true, Ordering::SeqCst)
+        {
+            return Scripted::delay(Duration::from_secs(6), notes_answer(r));
+        }
+        notes_answer(r)
+    });
+    let ids = vec!["paused01".to_string()];
+    let ws = workspace(&ids);
+    let out = submit(ws.path(), &url, 1, &files(&ids));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = tempfile::tempdir().unwrap();
+    let first = Worker::start(root.path(), "w1", &url, 1, 1, 3, &server);
+    let deadline = Instant::now() + PATIENCE;
+    while !reached.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "paused01 never reached step 2");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = first.child.as_ref().unwrap().id() as libc::pid_t;
+    // SAFETY: a plain signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let second = Worker::start(root.path(), "w2", &url, 1, 1, 3, &server);
+    let workers = vec![first, second];
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    while !workers[0].log().contains("lease on item `paused01` lost") {
+        assert!(
+            Instant::now() < deadline,
+            "the resumed worker did not find its lease lost:\n{}",
+            workers[0].log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_all_complete_once(&v, &ids, &workers);
+    let i = &items(&v)["paused01"];
+    assert_eq!(i["worker"], "w2", "{i}");
+    assert!(
+        !workers[0].log().contains("acked item"),
+        "{}",
+        workers[0].log()
+    );
+    // What the paused worker did after its lease was lost changed nothing: the status is
+    // still the second worker's final one.
+    let after = fleet_status(ws.path(), &url).unwrap();
+    assert_eq!(items(&after)["paused01"]["state"], "complete");
+    assert_eq!(items(&after)["paused01"]["worker"], "w2");
 }

@@ -434,6 +434,9 @@ fn step_done(item: &str, worker: &str, r: &ActionRecord) -> StepDone {
     }
 }
 
+/// How long `status --nats` waits for the fleet's answers.
+const STATUS_PATIENCE: Duration = Duration::from_secs(30);
+
 /// `agentforge status --nats URL`: the fleet's items and workers.
 pub(crate) async fn status(g: &Global, url: &str, sprint: Option<&str>) -> Result<u8, Failure> {
     if let Some(id) = sprint {
@@ -441,10 +444,20 @@ pub(crate) async fn status(g: &Global, url: &str, sprint: Option<&str>) -> Resul
             "status --nats shows the whole fleet, and `{id}` names a local sprint: drop one of them"
         )));
     }
-    let fleet = Fleet::connect(FleetOptions::new(url))
-        .await
-        .map_err(fleet_failure)?;
-    let view = fleet.view().await.map_err(fleet_failure)?;
+    // A view is a few reads: a cluster that cannot answer them in this time is said to
+    // be so, rather than waited on.
+    let view = tokio::time::timeout(STATUS_PATIENCE, async {
+        let fleet = Fleet::connect(FleetOptions::new(url)).await?;
+        fleet.view().await
+    })
+    .await
+    .map_err(|_| {
+        fleet_failure(FleetError::JetStream {
+            what: format!("status of the fleet at {url}"),
+            reason: format!("no answer within {} s", STATUS_PATIENCE.as_secs()),
+        })
+    })?
+    .map_err(fleet_failure)?;
     if g.json {
         println!("{}", serde_json::to_string_pretty(&view).map_err(failed)?);
         return Ok(0);

@@ -307,6 +307,46 @@ async fn handle(
         }
     };
     let id = item.id.clone();
+    // A redelivery of an item this worker is running (its in-progress acks were late,
+    // e.g. while a node failed over) is left alone: the run in progress keeps the item,
+    // and two runs in one folder would undo each other.
+    let fresh = running
+        .lock()
+        .map(|mut r| r.insert(id.clone()))
+        .unwrap_or(false);
+    if !fresh {
+        eprintln!("worker {me}: item {id} redelivered while this worker runs it; left to the run in progress");
+        return;
+    }
+    handle_item(fleet, opts, runner, msg, item, delivered).await;
+    running.lock().map(|mut r| r.remove(&id)).ok();
+}
+
+/// [`handle`] for an item this worker is not running yet.
+async fn handle_item(
+    fleet: &Fleet,
+    opts: &WorkerOptions,
+    runner: Arc<dyn ItemRunner>,
+    msg: jetstream::Message,
+    item: WorkItem,
+    delivered: u64,
+) {
+    let me = &opts.worker_id;
+    let id = item.id.clone();
+    // A delivery of an item already final (its ack raced a redelivery, or was lost) ends
+    // here: the final status is written before the ack, so the item is not run again
+    // and is acked once by the worker that ended it.
+    if let Ok(Some(done)) = fleet.item_status(&id).await {
+        if done.is_final() {
+            let _ = msg.ack_with(AckKind::Term).await;
+            eprintln!(
+                "worker {me}: item {id} is already {} (by {}); delivery {delivered} ended",
+                done.state,
+                done.worker.as_deref().unwrap_or("-")
+            );
+            return;
+        }
+    }
     let kind = match item.kind {
         ItemKind::Task { .. } => "task",
         ItemKind::Sprint { .. } => "sprint",
@@ -368,9 +408,7 @@ async fn handle(
             return;
         }
     };
-    running.lock().map(|mut r| r.insert(id.clone())).ok();
     let outcome = run_leased(fleet, opts, runner, &msg, item, lease, delivered).await;
-    running.lock().map(|mut r| r.remove(&id)).ok();
     match outcome {
         Outcome::LeaseLost => {
             eprintln!("worker {me}: {}", FleetError::LeaseLost { id: id.clone() });
