@@ -306,6 +306,12 @@ async fn run_item(
         json: false,
     };
     if let Some(step) = job.restored_step {
+        // The step the restored log holds (the status may lag it by a write).
+        let step = TaskStore::new(&job.workspace)
+            .open(&job.item.id)
+            .ok()
+            .and_then(|d| d.load_state().ok())
+            .map_or(step, |s| s.step);
         eprintln!(
             "worker {}: item {}: restored from its checkpoint (step {step}); resuming",
             job.session.worker(),
