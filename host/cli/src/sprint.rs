@@ -10,6 +10,7 @@ use agentforge::config::Config;
 use agentforge::executor::Runtime;
 use agentforge::providers::{Provider, ProviderKind, RetryObserver};
 use agentforge::sprint::roles::Role;
+use agentforge::sprint::runner::RoleAfterStep;
 use agentforge::sprint::runner::{RunOptions, RuntimeFactory, SprintOutcome, SprintRunner};
 use agentforge::sprint::{SprintDir, SprintStore};
 use agentforge::tools::Workspace;
@@ -85,9 +86,14 @@ struct CliFactory<'a> {
     replay: Option<PathBuf>,
     progress: bool,
     strict: bool,
+    after_step: Option<RoleAfterStep>,
 }
 
 impl RuntimeFactory for CliFactory<'_> {
+    fn after_step(&self) -> Option<RoleAfterStep> {
+        self.after_step.clone()
+    }
+
     fn runtime(&self, role: Role, job: &str) -> Result<Runtime, String> {
         let mut config = self.config.for_role(role.name());
         if let Some(dir) = &self.replay {
@@ -122,8 +128,20 @@ pub async fn run(
     flags: &RunFlags,
     sprint: Option<&str>,
 ) -> Result<u8, Failure> {
+    run_with(g, input, flags, sprint, None).await
+}
+
+/// [`run`], with `after_step` run after each step a role task records (a fleet worker's
+/// checkpoint).
+pub(crate) async fn run_with(
+    g: &Global,
+    input: &Path,
+    flags: &RunFlags,
+    sprint: Option<&str>,
+    after_step: Option<RoleAfterStep>,
+) -> Result<u8, Failure> {
     if input.is_file() {
-        return run_features(g, input, flags, sprint).await;
+        return run_features(g, input, flags, sprint, after_step).await;
     }
     let read = |name: &str| -> Result<String, Failure> {
         let p = input.join(name);
@@ -153,7 +171,7 @@ pub async fn run(
         },
         |store| store.create(&SprintState::new(&id), &vision, &prd),
     )?;
-    drive(g, dir, flags, false).await
+    drive(g, dir, flags, false, after_step).await
 }
 
 /// The sprint `id` under the workspace: checked (letters, digits, `-`, `_`), then opened
@@ -199,6 +217,7 @@ async fn run_features(
     input: &Path,
     flags: &RunFlags,
     sprint: Option<&str>,
+    after_step: Option<RoleAfterStep>,
 ) -> Result<u8, Failure> {
     use agentforge::value_loop::features::{self, Policy};
     let text =
@@ -232,7 +251,7 @@ async fn run_features(
             store.create_with(&initial, &[(FEATURE_INPUT, &text)])
         },
     )?;
-    drive(g, dir, flags, false).await
+    drive(g, dir, flags, false, after_step).await
 }
 
 /// `agentforge resume ID` for a sprint.
@@ -244,7 +263,7 @@ pub async fn resume(
 ) -> Result<u8, Failure> {
     let ws = super::workspace_root(g)?;
     let dir = SprintStore::new(&ws).open(id).map_err(usage)?;
-    drive(g, dir, flags, confirm_pause).await
+    drive(g, dir, flags, confirm_pause, None).await
 }
 
 /// The sprint a role task belongs to (`None`: an ordinary task), from the record the
@@ -284,6 +303,7 @@ async fn drive(
     dir: SprintDir,
     flags: &RunFlags,
     confirm_pause: bool,
+    after_step: Option<RoleAfterStep>,
 ) -> Result<u8, Failure> {
     if let Some(file) = &flags.record {
         return Err(usage(anyhow!(
@@ -370,6 +390,7 @@ async fn drive(
         replay: record.replay.clone(),
         progress: !flags.quiet,
         strict: flags.strict,
+        after_step,
     };
     super::start_token_counting();
     let stop = agentforge::executor::StopRequest::new();

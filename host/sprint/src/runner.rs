@@ -151,7 +151,20 @@ pub enum RunnerError {
 pub trait RuntimeFactory {
     /// A runtime for the role task `job` (`<seq>-<role>`) of `role`.
     fn runtime(&self, role: Role, job: &str) -> Result<Runtime, String>;
+
+    /// Run after each step a role task records (its log line is on the disk), before
+    /// the next: a worker of the fleet checkpoints the workspace there. An `Err` stops
+    /// the role task, and the sprint, as an error. None by default.
+    fn after_step(&self) -> Option<RoleAfterStep> {
+        None
+    }
 }
+
+/// What [`RuntimeFactory::after_step`] gives: shared, so each role task's executor gets
+/// its own handle.
+pub type RoleAfterStep = std::sync::Arc<
+    dyn Fn(&agentforge_core::state::ActionRecord) -> Result<(), String> + Send + Sync,
+>;
 
 /// Options of a run.
 #[derive(Debug, Clone, Default)]
@@ -452,7 +465,10 @@ impl<'a> SprintRunner<'a> {
             &self.limits,
             working,
         ));
-        let exec = Executor::new(&rt, dir);
+        let mut exec = Executor::new(&rt, dir);
+        if let Some(hook) = self.factory.after_step() {
+            exec = exec.with_after_step(Box::new(move |record| hook(record)));
+        }
         let (state, _, rolled_back) = exec.recover().map_err(role_err)?;
         if let Some(step) = rolled_back {
             self.say(format!(
