@@ -490,6 +490,99 @@ fn fifty_tasks_on_four_workers_over_a_three_node_cluster_complete_exactly_once()
     );
 }
 
+/// Publishes `payload` on `subject` with the NATS client protocol (CONNECT, PUB, PING),
+/// as anyone who can reach the server can: the test of what a worker does with it.
+fn raw_publish(port: u16, subject: &str, payload: &str) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reader = BufReader::new(tcp.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap(); // INFO
+    write!(
+        tcp,
+        "CONNECT {{\"verbose\":false}}\r\nPUB {subject} {}\r\n{payload}\r\nPING\r\n",
+        payload.len()
+    )
+    .unwrap();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        assert!(!line.starts_with("-ERR"), "{line}");
+        if line.starts_with("PONG") {
+            break;
+        }
+    }
+}
+
+/// Messages on the work subject that `submit` would never send (an id that is a path,
+/// an absolute path, a sprint folder outside the workspace, not JSON) are ended by the
+/// worker without touching anything outside its folder, and a real item after them
+/// still completes.
+#[test]
+fn hostile_work_items_touch_nothing_outside_the_workers_folder() {
+    let node = single();
+    let url = node.url();
+    let server = model_server(notes_answer);
+    let ids = vec!["plain01".to_string()];
+    let ws = workspace(&ids);
+    // The stream exists once something was submitted.
+    let out = submit(ws.path(), &url, 1, &files(&ids));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = tempfile::tempdir().unwrap();
+    let victim = root.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "mine").unwrap();
+    // An empty tar.gz.
+    let empty = "H4sIADskCGsC/+3BAQ0AAADCoPdPbQ43oAAAAAAAAAAAAIA3A5reHScAKAAA";
+    let item = |id: &str, kind: &str| {
+        format!(
+            r#"{{"version":1,"id":"{id}","kind":{kind},"workspace":{{"in":"inline","tar_gz_base64":"{empty}"}},"submitted_at":"2026-11-26T00:00:00Z"}}"#
+        )
+    };
+    let victim_abs = victim.display().to_string();
+    for payload in [
+        item("../victim", r#"{"kind":"sprint","folder":"."}"#),
+        item(&victim_abs, r#"{"kind":"sprint","folder":"."}"#),
+        item("sprint01", r#"{"kind":"sprint","folder":"../../victim"}"#),
+        "not json at all".to_string(),
+    ] {
+        raw_publish(node.port, "agentforge.work", &payload);
+    }
+    let workers = vec![Worker::start(root.path(), "w1", &url, 1, 1, 3, &server)];
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    assert_eq!(items(&v)["plain01"]["state"], "complete", "{v}");
+    let logs = workers[0].log();
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
+        "mine",
+        "{logs}"
+    );
+    assert!(
+        logs.matches("is not one this worker can run").count() >= 3,
+        "{logs}"
+    );
+    // The sprint item with a folder outside its workspace failed, final, without a run.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let v = fleet_status(ws.path(), &url).expect("status");
+        if let Some(i) = items(&v).get("sprint01") {
+            if i["state"] == "failed" {
+                assert!(
+                    i["reason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("not a relative path"),
+                    "{i}"
+                );
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "sprint01 never failed: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn a_worker_killed_mid_task_loses_no_step_and_repeats_none() {
     let node = single();
@@ -687,21 +780,7 @@ fn a_feature_list_sprint_runs_as_one_item() {
     let url = node.url();
     let example = support::built_plugins::root().join("examples/features");
     let ws = tempfile::tempdir().unwrap();
-    let mut stack = vec![example.join("project")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let to = ws
-                .path()
-                .join(p.strip_prefix(example.join("project")).unwrap());
-            if p.is_dir() {
-                std::fs::create_dir_all(&to).unwrap();
-                stack.push(p);
-            } else {
-                std::fs::copy(&p, &to).unwrap();
-            }
-        }
-    }
+    copy_tree(&example.join("project"), ws.path());
     std::fs::copy(
         example.join("features.json"),
         ws.path().join("features.json"),
@@ -744,6 +823,124 @@ fn a_feature_list_sprint_runs_as_one_item() {
         assert_eq!(f["status"], "passed", "{f}");
     }
     assert_eq!(v["pending_messages"], 0, "{v}");
+}
+
+/// A sprint is checkpointed at every step its role tasks record: a worker that dies
+/// inside a role task (fault injection: abort before step 2's model call, after step 1
+/// was recorded and checkpointed) hands the sprint to another worker, which restores the
+/// checkpoint and carries on; no role task's step runs twice and the list is delivered.
+#[test]
+fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
+    let node = single();
+    let url = node.url();
+    let example = support::built_plugins::root().join("examples/features");
+    let ws = tempfile::tempdir().unwrap();
+    copy_tree(&example.join("project"), ws.path());
+    std::fs::copy(
+        example.join("features.json"),
+        ws.path().join("features.json"),
+    )
+    .unwrap();
+    let out = submit(ws.path(), &url, 1, &["features.json".to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = tempfile::tempdir().unwrap();
+    let start = |id: &str, fault: Option<&str>| {
+        let mut c = agentforge(root.path());
+        c.args([
+            "worker",
+            "--nats",
+            &url,
+            "--id",
+            id,
+            "--ack-wait",
+            "3",
+            "-q",
+        ])
+        .arg("--replay")
+        .arg(example.join("session"))
+        .arg("--dir")
+        .arg(root.path().join(id))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(root.path().join(format!("{id}.log"))).unwrap());
+        if let Some(f) = fault {
+            c.env("AGENTFORGE_FAULT", f);
+        }
+        Worker {
+            child: Some(c.spawn().unwrap()),
+            id: id.into(),
+            dir: root.path().join(id),
+            log: root.path().join(format!("{id}.log")),
+        }
+    };
+    let mut first = start("w1", Some("before_model@2"));
+    let status = first.child.as_mut().unwrap().wait().unwrap();
+    assert!(!status.success(), "{}", first.log());
+    assert!(
+        first
+            .log()
+            .contains("fault injection: dying at before_model@2"),
+        "{}",
+        first.log()
+    );
+    let workers = vec![first, start("w2", None)];
+    let ids = vec!["features".to_string()];
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let i = &items(&v)["features"];
+    assert_eq!(i["state"], "complete", "{i}\n{}", workers[1].log());
+    assert_eq!(i["worker"], "w2", "{i}");
+    let logs = workers[1].log();
+    assert!(
+        logs.contains("item features: restored from its checkpoint"),
+        "{logs}"
+    );
+    assert_eq!(logs.matches("acked item features: ").count(), 1, "{logs}");
+    // Every role task's log holds its steps 1..=n once each: the step recorded before
+    // the death is not run again.
+    let tasks = workers[1].dir.join("features/.agentforge/tasks");
+    let mut seen = 0;
+    for t in std::fs::read_dir(&tasks).unwrap().flatten() {
+        let log = std::fs::read_to_string(t.path().join("actions.jsonl")).unwrap();
+        let steps: Vec<u64> = log
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["step"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        let want: Vec<u64> = (1..=steps.len() as u64).collect();
+        assert_eq!(steps, want, "{}", t.path().display());
+        seen += 1;
+    }
+    assert!(seen >= 2, "{seen} role tasks");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            workers[1]
+                .dir
+                .join("features/.agentforge/sprints/features/sprint.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    for f in state["feature_list"]["features"].as_array().unwrap() {
+        assert_eq!(f["status"], "passed", "{f}");
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    let mut stack = vec![from.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let dest = to.join(p.strip_prefix(from).unwrap());
+            if p.is_dir() {
+                std::fs::create_dir_all(&dest).unwrap();
+                stack.push(p);
+            } else {
+                std::fs::copy(&p, &dest).unwrap();
+            }
+        }
+    }
 }
 
 /// A worker paused (SIGSTOP) past its ack wait loses the item's lease to another worker,

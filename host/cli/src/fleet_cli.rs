@@ -318,6 +318,22 @@ async fn run_item(
             job.item.id
         );
     }
+    // Each recorded step (of the task, or of a sprint's role tasks) is checkpointed
+    // before the next one runs: the commit point of a redelivery.
+    let checkpoint: Checkpoint = {
+        let session = job.session.clone();
+        let fleet_handle = fleet_handle.clone();
+        Arc::new(move |record: &ActionRecord| {
+            let done = step_done(session.id(), session.worker(), record);
+            let session = session.clone();
+            // The hook is synchronous; the fleet's connection lives on the worker's
+            // runtime.
+            tokio::task::block_in_place(|| {
+                fleet_handle.block_on(async move { session.checkpoint(&done).await })
+            })
+            .map_err(|e| format!("fleet checkpoint of step {}: {e}", record.step))
+        })
+    };
     match &job.item.kind {
         ItemKind::Task { spec_yaml } => {
             let dir = job.workspace.join(".agentforge").join("fleet");
@@ -341,18 +357,8 @@ async fn run_item(
                 Err(_) => None,
             };
             let rt = super::runtime(&g, &flags, recorded.as_ref())?;
-            let session = job.session.clone();
             let hooks = FleetHooks {
-                after_step: Arc::new(move |record: &ActionRecord| {
-                    let done = step_done(session.id(), session.worker(), record);
-                    let session = session.clone();
-                    // The hook is synchronous; the fleet's connection lives on the
-                    // worker's runtime.
-                    tokio::task::block_in_place(|| {
-                        fleet_handle.block_on(async move { session.checkpoint(&done).await })
-                    })
-                    .map_err(|e| format!("fleet checkpoint of step {}: {e}", record.step))
-                }),
+                after_step: checkpoint,
                 stop: job.stop.clone(),
             };
             let id = spec.id.clone();
@@ -370,9 +376,27 @@ async fn run_item(
             })
         }
         ItemKind::Sprint { folder } => {
+            // The folder comes from the network: a plain relative path inside the item's
+            // workspace, or the item fails (final: it never will run).
+            let plain = Path::new(folder).components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            if !plain {
+                return Ok(Finished {
+                    state: "failed".into(),
+                    steps: 0,
+                    reason: Some(format!(
+                        "sprint folder `{folder}` is not a relative path inside the workspace"
+                    )),
+                });
+            }
             let input = job.workspace.join(folder);
-            let code = super::sprint::run(&g, &input, &flags, None).await?;
-            // A sprint is checkpointed once, at its end (docs/scale-out.md: limits).
+            let code = super::sprint::run_with(&g, &input, &flags, None, Some(checkpoint)).await?;
+            // Each role task's recorded step was checkpointed; once more at the end, with
+            // the sprint's last iteration and reports.
             let session = job.session.clone();
             let done = StepDone {
                 event: ProgressEvent {
@@ -459,7 +483,10 @@ pub(crate) async fn status(g: &Global, url: &str, sprint: Option<&str>) -> Resul
     .await
     .map_err(|_| {
         fleet_failure(FleetError::JetStream {
-            what: format!("status of the fleet at {url}"),
+            what: format!(
+                "status of the fleet at {}",
+                agentforge::fleet::fleet::redact_url(url)
+            ),
             reason: format!("no answer within {} s", STATUS_PATIENCE.as_secs()),
         })
     })?
@@ -469,7 +496,8 @@ pub(crate) async fn status(g: &Global, url: &str, sprint: Option<&str>) -> Resul
         return Ok(0);
     }
     println!(
-        "fleet at {url}: {} item(s), {} message(s) waiting, {} worker(s)",
+        "fleet at {}: {} item(s), {} message(s) waiting, {} worker(s)",
+        agentforge::fleet::fleet::redact_url(url),
         view.items.len(),
         view.pending_messages,
         view.workers.len()

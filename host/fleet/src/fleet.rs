@@ -104,6 +104,21 @@ pub struct Lease {
     revision: u64,
 }
 
+/// `--nats` as it may be shown: the credentials of any `user:password@` (or token@) in
+/// its URLs replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    url.split(',')
+        .map(|u| match (u.find("://"), u.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme + 3 => {
+                format!("{}***{}", &u[..scheme + 3], &u[at..])
+            }
+            (None, Some(at)) => format!("***{}", &u[at..]),
+            _ => u.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Parses `--nats` into server addresses.
 fn addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>, FleetError> {
     url.split(',')
@@ -112,7 +127,7 @@ fn addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>, FleetError> {
         .map(|s| {
             s.parse::<async_nats::ServerAddr>()
                 .map_err(|e| FleetError::BadUrl {
-                    url: s.to_string(),
+                    url: redact_url(s),
                     reason: e.to_string(),
                 })
         })
@@ -161,7 +176,7 @@ impl Fleet {
             .connect(servers)
             .await
             .map_err(|e| FleetError::Unreachable {
-                url: opts.url.clone(),
+                url: redact_url(&opts.url),
                 reason: e.to_string(),
             })?;
         let js = jetstream::ContextBuilder::new()
@@ -242,6 +257,23 @@ impl Fleet {
                 setting: "max_deliver of consumer agentforge-workers",
                 value: info.config.max_deliver.to_string(),
                 reason: format!("above the bound of {MAX_DELIVER}; delete the consumer (`nats consumer rm AGENTFORGE_WORK agentforge-workers`) and start a worker again"),
+            });
+        }
+        // An existing consumer keeps its own settings; a worker timing its in-progress
+        // acks, leases and bound on other values would let the server redeliver an item
+        // it runs, or end one another worker runs. All workers share one setting.
+        if info.config.ack_wait != self.opts.ack_wait
+            || info.config.max_deliver != self.opts.max_deliver
+        {
+            return Err(FleetError::Setting {
+                setting: "--ack-wait",
+                value: format!("{}s", self.opts.ack_wait.as_secs()),
+                reason: format!(
+                    "the fleet's consumer agentforge-workers was made with ack_wait {}s and max_deliver {}: start every worker with --ack-wait {}, or delete the consumer (`nats consumer rm AGENTFORGE_WORK agentforge-workers`) when no worker runs",
+                    info.config.ack_wait.as_secs(),
+                    info.config.max_deliver,
+                    info.config.ack_wait.as_secs()
+                ),
             });
         }
         Ok(c)
@@ -723,6 +755,16 @@ mod tests {
         o.max_deliver = 3;
         o.replicas = 7;
         assert!(o.check().unwrap_err().to_string().contains("--replicas"));
+    }
+
+    #[test]
+    fn credentials_in_urls_are_never_shown() {
+        assert_eq!(
+            redact_url("nats://alice:s3cret@10.0.0.1:4222,nats://10.0.0.2:4222"),
+            "nats://***@10.0.0.1:4222,nats://10.0.0.2:4222"
+        );
+        assert_eq!(redact_url("tok@host:4222"), "***@host:4222");
+        assert_eq!(redact_url("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
     }
 
     #[test]

@@ -222,7 +222,7 @@ pub async fn run_worker(
         "worker {}: pulling from {} on {} ({} at once, ack wait {}s, at most {} deliveries)",
         opts.worker_id,
         crate::names::STREAM,
-        fleet.options().url,
+        crate::fleet::redact_url(&fleet.options().url),
         opts.concurrency,
         fleet.options().ack_wait.as_secs(),
         fleet.options().max_deliver
@@ -306,6 +306,19 @@ async fn handle(
             return;
         }
     };
+    // The id names a folder this worker empties and fills: one that `submit` would
+    // refuse (a path, `..`) is refused here too, whoever published the message.
+    if let Err(e) = crate::fleet::check_id(&item.id) {
+        eprintln!(
+            "worker {me}: {}",
+            FleetError::BadItem {
+                seq,
+                reason: e.to_string()
+            }
+        );
+        let _ = msg.ack_with(AckKind::Term).await;
+        return;
+    }
     let id = item.id.clone();
     // A redelivery of an item this worker is running (its in-progress acks were late,
     // e.g. while a node failed over) is left alone: the run in progress keeps the item,
@@ -386,7 +399,7 @@ async fn handle_item(
         eprintln!("worker {me}: item {id} failed: delivered {delivered} times (the bound)");
         return;
     }
-    let lease = match fleet.acquire_lease(&id, me).await {
+    let lease = match fleet.acquire_lease(&id, &lease_owner(me)).await {
         Ok(Ok(l)) => l,
         Ok(Err(left)) => {
             // Back once the holder's lease would have run out: if the holder is alive it
@@ -413,7 +426,13 @@ async fn handle_item(
         Outcome::LeaseLost => {
             eprintln!("worker {me}: {}", FleetError::LeaseLost { id: id.clone() });
         }
-        Outcome::Final(f, lease) => {
+        Outcome::Final(f, mut lease) => {
+            // Still ours? A worker paused past its lease (a suspended VM) must not write
+            // the status or ack while the new holder runs the item.
+            if let Err(e) = fleet.renew_lease(&mut lease).await {
+                eprintln!("worker {me}: item {id}: {e}; left to the lease's holder, not acked");
+                return;
+            }
             status.state = f.state.clone();
             status.reason = f.reason.clone();
             status.step = f.steps;
@@ -422,7 +441,13 @@ async fn handle_item(
                 status.output_tokens = last.output_tokens;
                 status.cost_usd_micros = last.cost_usd_micros;
             }
-            let _ = fleet.put_status(&status).await;
+            if let Err(e) = fleet.put_status(&status).await {
+                // The final status is written before the ack, or not acked at all: the
+                // redelivery finds the final checkpoint and ends the item then.
+                fleet.release_lease(&lease).await;
+                eprintln!("worker {me}: item {id} is {} but its status was not written ({e}); not acked, it will be redelivered", f.state);
+                return;
+            }
             // Confirmed by the server; a lost ack redelivers the item, whose checkpoint
             // is final, so the next worker acks it without running a step.
             let mut acked = false;
@@ -443,7 +468,11 @@ async fn handle_item(
                 eprintln!("worker {me}: item {id} is {} but its ack was not confirmed; it will be redelivered and acked from its final checkpoint", f.state);
             }
         }
-        Outcome::Retry(reason, lease) => {
+        Outcome::Retry(reason, mut lease) => {
+            if let Err(e) = fleet.renew_lease(&mut lease).await {
+                eprintln!("worker {me}: item {id}: {e}; left to the lease's holder");
+                return;
+            }
             status.state = "retrying".into();
             status.reason = Some(reason.clone());
             if let Ok(Some(last)) = fleet.item_status(&id).await {
@@ -460,6 +489,15 @@ async fn handle_item(
             eprintln!("worker {me}: item {id} not finished (delivery {delivered} of at most {bound}): {reason}; returned to the stream");
         }
     }
+}
+
+/// Who holds a lease this process takes: the worker's id (shown, and not necessarily
+/// unique: two containers may both be `host-1`) and a NUID made once per process, so two
+/// processes never both take one lease as "their own".
+fn lease_owner(worker: &str) -> String {
+    static NONCE: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| nuid::next().to_string());
+    format!("{worker}#{}", *NONCE)
 }
 
 enum Outcome {

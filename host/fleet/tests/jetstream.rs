@@ -65,6 +65,13 @@ async fn submission_leases_and_checkpoints_on_a_real_server() {
     // A second process opens what the first made.
     let other = Fleet::connect(opts(&s)).await.unwrap();
     let _ = fleet.consumer().await.unwrap();
+    // A worker timed on another ack wait than the consumer's is refused, naming it.
+    let mut slower = opts(&s);
+    slower.ack_wait = Duration::from_secs(5);
+    let Err(e) = Fleet::connect(slower).await.unwrap().consumer().await else {
+        panic!("another ack wait is refused");
+    };
+    assert!(e.to_string().contains("--ack-wait 2"), "{e}");
 
     let kind = ItemKind::Task {
         spec_yaml: "id: a\n".into(),
