@@ -399,26 +399,47 @@ async fn handle_item(
         eprintln!("worker {me}: item {id} failed: delivered {delivered} times (the bound)");
         return;
     }
-    let lease = match fleet.acquire_lease(&id, &lease_owner(me)).await {
-        Ok(Ok(l)) => l,
-        Ok(Err(left)) => {
-            // Back once the holder's lease would have run out: if the holder is alive it
-            // renews it and in-progress acks keep its own delivery; if it died, the
-            // next delivery takes the lease over.
-            eprintln!("worker {me}: item {id} is leased by another worker for {} ms more; returned to the stream", left.as_millis());
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(left + Duration::from_millis(250))))
-                .await;
-            return;
-        }
-        Err(e) => {
-            // JetStream did not answer for ~15 s: back after an ack wait, not at once,
-            // so a cluster in trouble does not use up the item's deliveries.
-            eprintln!("worker {me}: item {id}: {e}");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(fleet.options().ack_wait)))
-                .await;
-            return;
+    let ack_wait = fleet.options().ack_wait;
+    let owner = lease_owner(me);
+    let mut waited = false;
+    let lease = loop {
+        match fleet.acquire_lease(&id, &owner).await {
+            Ok(Ok(l)) => break l,
+            Ok(Err(left)) if !waited => {
+                // A worker that died renewed its lease at its last checkpoint, so the
+                // lease can outlive its message's ack deadline by up to a third of the
+                // ack wait. Wait that out once, keeping this delivery with in-progress
+                // acks, rather than spend a delivery: a worker's death costs one
+                // delivery, not two. Bounded: one wait of at most the ack wait.
+                waited = true;
+                let until =
+                    tokio::time::Instant::now() + left.min(ack_wait) + Duration::from_millis(250);
+                while tokio::time::Instant::now() < until {
+                    let _ = msg.ack_with(AckKind::Progress).await;
+                    tokio::time::sleep_until(until.min(tokio::time::Instant::now() + ack_wait / 3))
+                        .await;
+                }
+                let _ = msg.ack_with(AckKind::Progress).await;
+            }
+            Ok(Err(left)) => {
+                // Still held after the wait: its holder is alive (it renews the lease,
+                // and its in-progress acks keep its own delivery). Back once the lease
+                // would have run out, never later than an ack wait.
+                eprintln!("worker {me}: item {id} is leased by another worker for {} ms more; returned to the stream", left.as_millis());
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(
+                        left.min(ack_wait) + Duration::from_millis(250),
+                    )))
+                    .await;
+                return;
+            }
+            Err(e) => {
+                // JetStream did not answer for ~15 s: back after an ack wait, not at
+                // once, so a cluster in trouble does not use up the item's deliveries.
+                eprintln!("worker {me}: item {id}: {e}");
+                let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
+                return;
+            }
         }
     };
     let outcome = run_leased(fleet, opts, runner, &msg, item, lease, delivered).await;
