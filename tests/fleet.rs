@@ -771,13 +771,9 @@ fn an_item_that_cannot_run_is_failed_at_the_delivery_bound() {
     assert_eq!(v["pending_messages"], 0, "{v}");
 }
 
-/// A sprint is one item too: the bundled feature list (examples/features), submitted with
-/// its project, run by a worker from its recorded sessions (`--replay`, a run flag every
-/// item of the worker gets) to delivered.
-#[test]
-fn a_feature_list_sprint_runs_as_one_item() {
-    let node = single();
-    let url = node.url();
+/// A workspace with the bundled feature list (examples/features) and its project,
+/// submitted as one sprint item; the example's folder.
+fn submit_feature_list(url: &str) -> (tempfile::TempDir, PathBuf) {
     let example = support::built_plugins::root().join("examples/features");
     let ws = tempfile::tempdir().unwrap();
     copy_tree(&example.join("project"), ws.path());
@@ -786,33 +782,39 @@ fn a_feature_list_sprint_runs_as_one_item() {
         ws.path().join("features.json"),
     )
     .unwrap();
-    let out = submit(ws.path(), &url, 1, &["features.json".to_string()]);
+    let out = submit(ws.path(), url, 1, &["features.json".to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("submitted sprint `features`"));
-    let root = tempfile::tempdir().unwrap();
-    let mut c = agentforge(root.path());
-    c.args(["worker", "--nats", &url, "--id", "w1", "-q", "--replay"])
+    (ws, example)
+}
+
+/// A worker that replays the example's recorded sessions (`--replay`, a run flag every
+/// item of the worker gets), with `AGENTFORGE_FAULT` set when `fault` is.
+fn sprint_worker(root: &Path, id: &str, url: &str, example: &Path, fault: Option<&str>) -> Worker {
+    let mut c = agentforge(root);
+    c.args(["worker", "--nats", url, "--id", id, "--ack-wait", "3", "-q"])
+        .arg("--replay")
         .arg(example.join("session"))
         .arg("--dir")
-        .arg(root.path().join("w1"))
+        .arg(root.join(id))
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(root.path().join("w1.log")).unwrap());
-    let workers = vec![Worker {
+        .stderr(std::fs::File::create(root.join(format!("{id}.log"))).unwrap());
+    if let Some(f) = fault {
+        c.env("AGENTFORGE_FAULT", f);
+    }
+    Worker {
         child: Some(c.spawn().unwrap()),
-        id: "w1".into(),
-        dir: root.path().join("w1"),
-        log: root.path().join("w1.log"),
-    }];
-    let ids = vec!["features".to_string()];
-    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
-    let i = &items(&v)["features"];
-    assert_eq!(i["state"], "complete", "{i}\n{}", workers[0].log());
-    assert_eq!(i["kind"], "sprint");
-    let logs = workers[0].log();
-    assert_eq!(logs.matches("acked item features: ").count(), 1, "{logs}");
+        id: id.into(),
+        dir: root.join(id),
+        log: root.join(format!("{id}.log")),
+    }
+}
+
+/// Every feature of the sprint `worker` ended passed.
+fn assert_features_passed(worker: &Worker) {
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(
-            workers[0]
+            worker
                 .dir
                 .join("features/.agentforge/sprints/features/sprint.json"),
         )
@@ -822,6 +824,25 @@ fn a_feature_list_sprint_runs_as_one_item() {
     for f in state["feature_list"]["features"].as_array().unwrap() {
         assert_eq!(f["status"], "passed", "{f}");
     }
+}
+
+/// A sprint is one item too: the bundled feature list, submitted with its project, run
+/// by a worker from its recorded sessions to delivered.
+#[test]
+fn a_feature_list_sprint_runs_as_one_item() {
+    let node = single();
+    let url = node.url();
+    let (ws, example) = submit_feature_list(&url);
+    let root = tempfile::tempdir().unwrap();
+    let workers = vec![sprint_worker(root.path(), "w1", &url, &example, None)];
+    let ids = vec!["features".to_string()];
+    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let i = &items(&v)["features"];
+    assert_eq!(i["state"], "complete", "{i}\n{}", workers[0].log());
+    assert_eq!(i["kind"], "sprint");
+    let logs = workers[0].log();
+    assert_eq!(logs.matches("acked item features: ").count(), 1, "{logs}");
+    assert_features_passed(&workers[0]);
     assert_eq!(v["pending_messages"], 0, "{v}");
 }
 
@@ -833,46 +854,9 @@ fn a_feature_list_sprint_runs_as_one_item() {
 fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
     let node = single();
     let url = node.url();
-    let example = support::built_plugins::root().join("examples/features");
-    let ws = tempfile::tempdir().unwrap();
-    copy_tree(&example.join("project"), ws.path());
-    std::fs::copy(
-        example.join("features.json"),
-        ws.path().join("features.json"),
-    )
-    .unwrap();
-    let out = submit(ws.path(), &url, 1, &["features.json".to_string()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (ws, example) = submit_feature_list(&url);
     let root = tempfile::tempdir().unwrap();
-    let start = |id: &str, fault: Option<&str>| {
-        let mut c = agentforge(root.path());
-        c.args([
-            "worker",
-            "--nats",
-            &url,
-            "--id",
-            id,
-            "--ack-wait",
-            "3",
-            "-q",
-        ])
-        .arg("--replay")
-        .arg(example.join("session"))
-        .arg("--dir")
-        .arg(root.path().join(id))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(root.path().join(format!("{id}.log"))).unwrap());
-        if let Some(f) = fault {
-            c.env("AGENTFORGE_FAULT", f);
-        }
-        Worker {
-            child: Some(c.spawn().unwrap()),
-            id: id.into(),
-            dir: root.path().join(id),
-            log: root.path().join(format!("{id}.log")),
-        }
-    };
-    let mut first = start("w1", Some("before_model@2"));
+    let mut first = sprint_worker(root.path(), "w1", &url, &example, Some("before_model@2"));
     let status = first.child.as_mut().unwrap().wait().unwrap();
     assert!(!status.success(), "{}", first.log());
     assert!(
@@ -882,7 +866,10 @@ fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
         "{}",
         first.log()
     );
-    let workers = vec![first, start("w2", None)];
+    let workers = vec![
+        first,
+        sprint_worker(root.path(), "w2", &url, &example, None),
+    ];
     let ids = vec!["features".to_string()];
     let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
     let i = &items(&v)["features"];
@@ -913,18 +900,7 @@ fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
         seen += 1;
     }
     assert!(seen >= 2, "{seen} role tasks");
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            workers[1]
-                .dir
-                .join("features/.agentforge/sprints/features/sprint.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    for f in state["feature_list"]["features"].as_array().unwrap() {
-        assert_eq!(f["status"], "passed", "{f}");
-    }
+    assert_features_passed(&workers[1]);
 }
 
 fn copy_tree(from: &Path, to: &Path) {

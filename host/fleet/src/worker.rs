@@ -292,33 +292,23 @@ async fn handle(
         Ok(i) => (i.stream_sequence, u64::try_from(i.delivered).unwrap_or(0)),
         Err(_) => (0, 0),
     };
-    let item: WorkItem = match serde_json::from_slice(&msg.payload) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!(
-                "worker {me}: {}",
-                FleetError::BadItem {
-                    seq,
-                    reason: e.to_string()
-                }
-            );
+    // The id names a folder this worker empties and fills: one that `submit` would
+    // refuse (a path, `..`) is refused here too, whoever published the message.
+    let checked = serde_json::from_slice::<WorkItem>(&msg.payload)
+        .map_err(|e| e.to_string())
+        .and_then(|item| {
+            crate::fleet::check_id(&item.id)
+                .map(|()| item)
+                .map_err(|e| e.to_string())
+        });
+    let item = match checked {
+        Ok(item) => item,
+        Err(reason) => {
+            eprintln!("worker {me}: {}", FleetError::BadItem { seq, reason });
             let _ = msg.ack_with(AckKind::Term).await;
             return;
         }
     };
-    // The id names a folder this worker empties and fills: one that `submit` would
-    // refuse (a path, `..`) is refused here too, whoever published the message.
-    if let Err(e) = crate::fleet::check_id(&item.id) {
-        eprintln!(
-            "worker {me}: {}",
-            FleetError::BadItem {
-                seq,
-                reason: e.to_string()
-            }
-        );
-        let _ = msg.ack_with(AckKind::Term).await;
-        return;
-    }
     let id = item.id.clone();
     // A redelivery of an item this worker is running (its in-progress acks were late,
     // e.g. while a node failed over) is left alone: the run in progress keeps the item,
