@@ -707,7 +707,31 @@ fn a_duplicate_submission_is_refused_and_an_unreachable_server_is_named() {
     let url = node.url();
     let ids = vec!["dup01".to_string()];
     let ws = workspace(&ids);
+    // A look at an empty server shows an empty fleet and makes nothing: the stream is
+    // made by the first submit or worker, with their replica count.
+    let empty = fleet_status(ws.path(), &url).unwrap();
+    assert_eq!(empty["items"].as_array().unwrap().len(), 0, "{empty}");
+    assert_eq!(empty["pending_messages"], 0, "{empty}");
+    let has_stream = || {
+        let mut stack = vec![node._store.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_name() == "AGENTFORGE_WORK" {
+                    return true;
+                }
+                if e.path().is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+        false
+    };
+    assert!(!has_stream(), "status made the work stream");
     let out = submit(ws.path(), &url, 1, &files(&ids));
+    assert!(
+        has_stream(),
+        "the server's store layout changed: fix has_stream"
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let again = submit(ws.path(), &url, 1, &files(&ids));
     let err = text(&again.stderr);

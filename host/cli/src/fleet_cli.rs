@@ -477,8 +477,12 @@ pub(crate) async fn status(g: &Global, url: &str, sprint: Option<&str>) -> Resul
     // A view is a few reads: a cluster that cannot answer them in this time is said to
     // be so, rather than waited on.
     let view = tokio::time::timeout(STATUS_PATIENCE, async {
-        let fleet = Fleet::connect(FleetOptions::new(url)).await?;
-        fleet.view().await
+        match Fleet::connect_existing(FleetOptions::new(url)).await? {
+            Some(fleet) => fleet.view().await,
+            // Nothing submitted and no worker started yet: an empty fleet, and nothing
+            // made on the server.
+            None => Ok(agentforge::fleet::FleetView::default()),
+        }
     })
     .await
     .map_err(|_| {

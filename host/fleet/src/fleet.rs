@@ -84,7 +84,7 @@ pub struct Fleet {
 }
 
 /// What `status --nats` shows.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct FleetView {
     /// Every item's latest status, by id.
     pub items: Vec<ItemStatus>,
@@ -225,6 +225,29 @@ impl Fleet {
             workers,
             objects,
         })
+    }
+
+    /// [`Fleet::connect`] when the fleet exists (its work stream is there), else `None`
+    /// and nothing is made: a look (`status`) must not create the stream and buckets,
+    /// with its own replica count, before the workers that would make them right.
+    pub async fn connect_existing(opts: FleetOptions) -> Result<Option<Fleet>, FleetError> {
+        opts.check()?;
+        let client = async_nats::ConnectOptions::new()
+            .name("agentforge")
+            .connection_timeout(Duration::from_secs(3))
+            .connect(addrs(&opts.url)?)
+            .await
+            .map_err(|e| FleetError::Unreachable {
+                url: redact_url(&opts.url),
+                reason: e.to_string(),
+            })?;
+        let js = jetstream::ContextBuilder::new()
+            .timeout(Duration::from_secs(10))
+            .build(client);
+        if js.get_stream(names::STREAM).await.is_err() {
+            return Ok(None);
+        }
+        Fleet::connect(opts).await.map(Some)
     }
 
     /// The options it was connected with.
