@@ -165,23 +165,40 @@ pub fn check_id(id: &str) -> Result<(), FleetError> {
     Ok(())
 }
 
+/// A connection to `opts.url` and its JetStream context; an unreachable server is named
+/// with its credentials redacted.
+async fn client(
+    opts: &FleetOptions,
+) -> Result<(async_nats::Client, jetstream::Context), FleetError> {
+    let client = async_nats::ConnectOptions::new()
+        .name("agentforge")
+        .connection_timeout(Duration::from_secs(3))
+        .connect(addrs(&opts.url)?)
+        .await
+        .map_err(|e| FleetError::Unreachable {
+            url: redact_url(&opts.url),
+            reason: e.to_string(),
+        })?;
+    let js = jetstream::ContextBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build(client.clone());
+    Ok((client, js))
+}
+
 impl Fleet {
     /// Connects and makes (or opens) the stream, the buckets and the object store.
     pub async fn connect(opts: FleetOptions) -> Result<Fleet, FleetError> {
         opts.check()?;
-        let servers = addrs(&opts.url)?;
-        let client = async_nats::ConnectOptions::new()
-            .name("agentforge")
-            .connection_timeout(Duration::from_secs(3))
-            .connect(servers)
-            .await
-            .map_err(|e| FleetError::Unreachable {
-                url: redact_url(&opts.url),
-                reason: e.to_string(),
-            })?;
-        let js = jetstream::ContextBuilder::new()
-            .timeout(Duration::from_secs(10))
-            .build(client.clone());
+        let (client, js) = client(&opts).await?;
+        Fleet::open(opts, client, js).await
+    }
+
+    /// Makes (or opens) the stream, the buckets and the object store on a connection.
+    async fn open(
+        opts: FleetOptions,
+        client: async_nats::Client,
+        js: jetstream::Context,
+    ) -> Result<Fleet, FleetError> {
         let replicas = opts.replicas;
         let work = retry("create stream AGENTFORGE_WORK", || {
             js.get_or_create_stream(stream::Config {
@@ -232,22 +249,11 @@ impl Fleet {
     /// with its own replica count, before the workers that would make them right.
     pub async fn connect_existing(opts: FleetOptions) -> Result<Option<Fleet>, FleetError> {
         opts.check()?;
-        let client = async_nats::ConnectOptions::new()
-            .name("agentforge")
-            .connection_timeout(Duration::from_secs(3))
-            .connect(addrs(&opts.url)?)
-            .await
-            .map_err(|e| FleetError::Unreachable {
-                url: redact_url(&opts.url),
-                reason: e.to_string(),
-            })?;
-        let js = jetstream::ContextBuilder::new()
-            .timeout(Duration::from_secs(10))
-            .build(client);
+        let (client, js) = client(&opts).await?;
         if js.get_stream(names::STREAM).await.is_err() {
             return Ok(None);
         }
-        Fleet::connect(opts).await.map(Some)
+        Fleet::open(opts, client, js).await.map(Some)
     }
 
     /// The options it was connected with.

@@ -93,6 +93,14 @@ impl ItemStatus {
     pub fn is_final(&self) -> bool {
         is_final_state(&self.state)
     }
+
+    /// Takes the totals (tokens and cost) of `last`, the item's previous status: a new
+    /// status of a delivery keeps what earlier deliveries spent.
+    pub fn carry_totals(&mut self, last: &ItemStatus) {
+        self.input_tokens = last.input_tokens;
+        self.output_tokens = last.output_tokens;
+        self.cost_usd_micros = last.cost_usd_micros;
+    }
 }
 
 /// Whether `state` is one of the final states.

@@ -380,9 +380,7 @@ async fn handle_item(
         ));
         if let Ok(Some(last)) = fleet.item_status(&id).await {
             status.step = last.step;
-            status.input_tokens = last.input_tokens;
-            status.output_tokens = last.output_tokens;
-            status.cost_usd_micros = last.cost_usd_micros;
+            status.carry_totals(&last);
         }
         let _ = fleet.put_status(&status).await;
         let _ = msg.ack_with(AckKind::Term).await;
@@ -448,9 +446,7 @@ async fn handle_item(
             status.reason = f.reason.clone();
             status.step = f.steps;
             if let Ok(Some(last)) = fleet.item_status(&id).await {
-                status.input_tokens = last.input_tokens;
-                status.output_tokens = last.output_tokens;
-                status.cost_usd_micros = last.cost_usd_micros;
+                status.carry_totals(&last);
             }
             if let Err(e) = fleet.put_status(&status).await {
                 // The final status is written before the ack, or not acked at all: the
@@ -488,9 +484,7 @@ async fn handle_item(
             status.reason = Some(reason.clone());
             if let Ok(Some(last)) = fleet.item_status(&id).await {
                 status.step = last.step;
-                status.input_tokens = last.input_tokens;
-                status.output_tokens = last.output_tokens;
-                status.cost_usd_micros = last.cost_usd_micros;
+                status.carry_totals(&last);
             }
             let _ = fleet.put_status(&status).await;
             fleet.release_lease(&lease).await;
