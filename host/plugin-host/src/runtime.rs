@@ -122,6 +122,11 @@ fn pooled_engine() -> wasmtime::Result<Engine> {
     }
     let mut config = super::engine_config::engine_config();
     config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    // For profiling plugins with `perf`: names the compiled functions in
+    // /tmp/perf-<pid>.map (no change to the code).
+    if std::env::var_os("AGENTFORGE_PLUGIN_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     Engine::new(&config)
 }
 
