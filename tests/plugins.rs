@@ -912,6 +912,55 @@ fn fresh_store_calls_reuse_pool_slots() {
     }
 }
 
+/// A fresh instance starts from the component's own memory. The pool keeps up to 4 MiB
+/// of a slot resident between calls and restores only the pages a call dirtied, so this
+/// checks that nothing of a call (a static's count, 6 MiB of heap bytes, past the kept
+/// region) reaches the next instance in that slot. Calls come from inside the async
+/// runtime, as a run makes them. A kept instance (`reuse_instance`, granted) does see its
+/// earlier calls, which shows the probe can tell.
+#[test]
+fn fresh_instances_see_nothing_of_earlier_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    install(tmp.path(), "hostile", "hostile", |m| m);
+    install(tmp.path(), "hostile", "hostile-kept", |m| {
+        format!("reuse_instance = true\n{m}")
+    });
+    let (loaded, errors) = load_with(
+        tmp.path(),
+        tmp.path(),
+        "reuse_instance = [\"hostile-kept\"]",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let fresh = find(&loaded, "hostile").wasm_extractor().unwrap();
+    let kept = find(&loaded, "hostile-kept").wasm_extractor().unwrap();
+    let probe = |x: &agentforge::plugins::WasmExtractor| {
+        let x = x.clone();
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap()
+            .block_on(async move {
+                tokio::spawn(async move {
+                    x.try_extract("remember", "", ActionResult::Success, 1)
+                        .unwrap()
+                        .remove(0)
+                        .statement
+                })
+                .await
+                .unwrap()
+            })
+    };
+    for _ in 0..3 {
+        assert_eq!(probe(&fresh), "calls before: 0; stale bytes: 0");
+    }
+    assert_eq!(probe(&kept), "calls before: 0; stale bytes: 0");
+    let second = probe(&kept);
+    assert!(
+        second.starts_with("calls before: 1;"),
+        "a kept instance counts its calls: {second}"
+    );
+}
+
 /// A run loads the built-in extractors, gates and guards when a step first needs them:
 /// the first prompt is rendered (what `resume` does before its model request) with only
 /// the task types loaded; the first action consults the guards; the first check loads the

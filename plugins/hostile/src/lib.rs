@@ -7,7 +7,9 @@
 //! `print` (one line to stdout and one to stderr, then a fact), `clock` (reads the
 //! monotonic clock), `tcp` / `udp` / `dns` (tries the network; the error becomes the
 //! fact), `exit` (`std::process::exit(3)`, which WASI reports as 1), `escape` (a fact full of terminal escapes
-//! and control characters), `many` (100,000 tiny facts, most of them duplicates).
+//! and control characters), `many` (100,000 tiny facts, most of them duplicates),
+//! `remember` (counts its calls in a static and leaves 6 MiB of its memory dirty: a fresh
+//! instance must see neither).
 //!
 //! Its config (`[config]` in the manifest) can make `handles()` panic: `panic_in =
 //! "handles"`.
@@ -119,6 +121,22 @@ impl Extractor for Hostile {
                     Category::Error,
                     "\u{1b}[31mred\u{1b}[0m\u{0}nul\r\nerror: forged\u{202e}bidi\u{9b}31m",
                     "escape",
+                )]
+            }
+            "remember" => {
+                // A static in the data segment, and zeroed heap memory (`calloc` trusts
+                // memory the instance has just grown to be zero): a previous call's
+                // count or bytes show here if the host reused its memory uncleaned.
+                static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let before = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let mut heap = vec![0u8; 6 << 20];
+                let stale = heap.iter().filter(|&&b| b != 0).count();
+                heap.fill(0xab);
+                std::mem::forget(std::hint::black_box(heap));
+                vec![fact(
+                    Category::Inference,
+                    format!("calls before: {before}; stale bytes: {stale}"),
+                    "remember",
                 )]
             }
             "many" => (0..100_000u32)
