@@ -967,15 +967,7 @@ fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
     let tasks = workers[1].dir.join("features/.agentforge/tasks");
     let mut seen = 0;
     for t in std::fs::read_dir(&tasks).unwrap().flatten() {
-        let log = std::fs::read_to_string(t.path().join("actions.jsonl")).unwrap();
-        let steps: Vec<u64> = log
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<Value>(l).unwrap()["step"]
-                    .as_u64()
-                    .unwrap()
-            })
-            .collect();
+        let steps = support::logged_steps(&t.path().join("actions.jsonl"));
         let want: Vec<u64> = (1..=steps.len() as u64).collect();
         assert_eq!(steps, want, "{}", t.path().display());
         seen += 1;

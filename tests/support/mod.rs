@@ -15,3 +15,24 @@
 pub mod built_plugins;
 pub mod notes;
 pub mod scripted_server;
+
+use std::path::Path;
+
+/// The `step` of every record in the task log at `path` (an `actions.jsonl`), in the
+/// order they were written. Panics, naming the file (and the line), when it cannot be
+/// read or a line is not a JSON record with a whole-number `step`.
+pub fn logged_steps(path: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read the task log {}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let at = format!("{}:{}", path.display(), i + 1);
+            let record: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{at}: not a JSON record ({e}): {line}"));
+            record["step"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{at}: no whole-number `step`: {line}"))
+        })
+        .collect()
+}
