@@ -535,12 +535,7 @@ fn the_bundled_example_is_delivered_offline() {
     let root = support::built_plugins::root();
     let example = root.join("examples/features");
     let ws = tempfile::tempdir().unwrap();
-    let project = example.join("project");
-    for entry in walk(&project) {
-        let to = ws.path().join(entry.strip_prefix(&project).unwrap());
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(&entry, &to).unwrap();
-    }
+    support::copy_tree(&example.join("project"), ws.path());
     let out = agentforge(ws.path())
         .arg("run")
         .arg(example.join("features.json"))
@@ -581,18 +576,4 @@ fn the_bundled_example_is_delivered_offline() {
     .unwrap();
     let required = &schema["properties"]["features"]["items"]["required"];
     assert_eq!(required, &json!(["id", "description", "verify"]));
-}
-
-/// The files under `dir`, recursively.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

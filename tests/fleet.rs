@@ -851,7 +851,7 @@ fn an_item_that_cannot_run_is_failed_at_the_delivery_bound() {
 fn submit_feature_list(url: &str) -> (tempfile::TempDir, PathBuf) {
     let example = support::built_plugins::root().join("examples/features");
     let ws = tempfile::tempdir().unwrap();
-    copy_tree(&example.join("project"), ws.path());
+    support::copy_tree(&example.join("project"), ws.path());
     std::fs::copy(
         example.join("features.json"),
         ws.path().join("features.json"),
@@ -974,22 +974,6 @@ fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
     }
     assert!(seen >= 2, "{seen} role tasks");
     assert_features_passed(&workers[1]);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    let mut stack = vec![from.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let dest = to.join(p.strip_prefix(from).unwrap());
-            if p.is_dir() {
-                std::fs::create_dir_all(&dest).unwrap();
-                stack.push(p);
-            } else {
-                std::fs::copy(&p, &dest).unwrap();
-            }
-        }
-    }
 }
 
 /// A worker paused (SIGSTOP) past its ack wait loses the item's lease to another worker,

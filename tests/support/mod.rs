@@ -36,3 +36,21 @@ pub fn logged_steps(path: &Path) -> Vec<u64> {
         })
         .collect()
 }
+
+/// Copies the folders and files under `from` into `to`, which must exist: `from/a/b`
+/// becomes `to/a/b`.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let mut stack = vec![from.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let dest = to.join(p.strip_prefix(from).unwrap());
+            if p.is_dir() {
+                std::fs::create_dir_all(&dest).unwrap();
+                stack.push(p);
+            } else {
+                std::fs::copy(&p, &dest).unwrap();
+            }
+        }
+    }
+}
