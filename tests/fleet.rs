@@ -863,25 +863,59 @@ fn submit_feature_list(url: &str) -> (tempfile::TempDir, PathBuf) {
     (ws, example)
 }
 
-/// A worker that replays the example's recorded sessions (`--replay`, a run flag every
-/// item of the worker gets), with `AGENTFORGE_FAULT` set when `fault` is.
-fn sprint_worker(root: &Path, id: &str, url: &str, example: &Path, fault: Option<&str>) -> Worker {
-    let mut c = agentforge(root);
-    c.args(["worker", "--nats", url, "--id", id, "--ack-wait", "3", "-q"])
-        .arg("--replay")
-        .arg(example.join("session"))
-        .arg("--dir")
-        .arg(root.join(id))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(root.join(format!("{id}.log"))).unwrap());
-    if let Some(f) = fault {
-        c.env("AGENTFORGE_FAULT", f);
+/// What a sprint test starts from: one nats-server node, the bundled feature list
+/// submitted to it as one sprint item, and a folder for the workers.
+struct SprintFixture {
+    /// Kept for the test's length: dropping it kills the server.
+    _node: Node,
+    url: String,
+    /// The submitter's workspace.
+    ws: tempfile::TempDir,
+    /// The example's folder (its recorded sessions, for `worker`).
+    example: PathBuf,
+    /// Where the workers' folders and logs go.
+    root: tempfile::TempDir,
+}
+
+/// The fixture, or `None` (the test skipped, see `nats_present`) without nats-server.
+fn sprint_fixture() -> Option<SprintFixture> {
+    if !nats_present() {
+        return None;
     }
-    Worker {
-        child: Some(c.spawn().unwrap()),
-        id: id.into(),
-        dir: root.join(id),
-        log: root.join(format!("{id}.log")),
+    let node = single();
+    let url = node.url();
+    let (ws, example) = submit_feature_list(&url);
+    Some(SprintFixture {
+        _node: node,
+        url,
+        ws,
+        example,
+        root: tempfile::tempdir().unwrap(),
+    })
+}
+
+impl SprintFixture {
+    /// A worker that replays the example's recorded sessions (`--replay`, a run flag
+    /// every item of the worker gets), with `AGENTFORGE_FAULT` set when `fault` is.
+    fn worker(&self, id: &str, fault: Option<&str>) -> Worker {
+        let (root, url) = (self.root.path(), self.url.as_str());
+        let mut c = agentforge(root);
+        c.args(["worker", "--nats", url, "--id", id, "--ack-wait", "3", "-q"])
+            .arg("--replay")
+            .arg(self.example.join("session"))
+            .arg("--dir")
+            .arg(root.join(id))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(root.join(format!("{id}.log"))).unwrap());
+        if let Some(f) = fault {
+            c.env("AGENTFORGE_FAULT", f);
+        }
+        Worker {
+            child: Some(c.spawn().unwrap()),
+            id: id.into(),
+            dir: root.join(id),
+            log: root.join(format!("{id}.log")),
+        }
     }
 }
 
@@ -905,16 +939,12 @@ fn assert_features_passed(worker: &Worker) {
 /// by a worker from its recorded sessions to delivered.
 #[test]
 fn a_feature_list_sprint_runs_as_one_item() {
-    if !nats_present() {
+    let Some(f) = sprint_fixture() else {
         return;
-    }
-    let node = single();
-    let url = node.url();
-    let (ws, example) = submit_feature_list(&url);
-    let root = tempfile::tempdir().unwrap();
-    let workers = vec![sprint_worker(root.path(), "w1", &url, &example, None)];
+    };
+    let workers = vec![f.worker("w1", None)];
     let ids = vec!["features".to_string()];
-    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let v = wait_final(f.ws.path(), &|| f.url.clone(), &ids, &workers);
     let i = &items(&v)["features"];
     assert_eq!(i["state"], "complete", "{i}\n{}", workers[0].log());
     assert_eq!(i["kind"], "sprint");
@@ -930,14 +960,10 @@ fn a_feature_list_sprint_runs_as_one_item() {
 /// checkpoint and carries on; no role task's step runs twice and the list is delivered.
 #[test]
 fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
-    if !nats_present() {
+    let Some(f) = sprint_fixture() else {
         return;
-    }
-    let node = single();
-    let url = node.url();
-    let (ws, example) = submit_feature_list(&url);
-    let root = tempfile::tempdir().unwrap();
-    let mut first = sprint_worker(root.path(), "w1", &url, &example, Some("before_model@2"));
+    };
+    let mut first = f.worker("w1", Some("before_model@2"));
     let status = first.child.as_mut().unwrap().wait().unwrap();
     assert!(!status.success(), "{}", first.log());
     assert!(
@@ -947,12 +973,9 @@ fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
         "{}",
         first.log()
     );
-    let workers = vec![
-        first,
-        sprint_worker(root.path(), "w2", &url, &example, None),
-    ];
+    let workers = vec![first, f.worker("w2", None)];
     let ids = vec!["features".to_string()];
-    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let v = wait_final(f.ws.path(), &|| f.url.clone(), &ids, &workers);
     let i = &items(&v)["features"];
     assert_eq!(i["state"], "complete", "{i}\n{}", workers[1].log());
     assert_eq!(i["worker"], "w2", "{i}");
