@@ -11,7 +11,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::nats::{free_port, nats_present, Node};
 use support::notes::{notes_task, FIXED};
 use support::scripted_server::{Protocol, RecordedRequest, Scripted, ScriptedServer};
 
@@ -29,105 +29,25 @@ const SUBMITTER_KEY: &str = "sk-test-fleet-SUBMITTER-secret";
 /// How long a test waits for the fleet to finish before it fails (not a measure).
 const PATIENCE: Duration = Duration::from_secs(150);
 
-fn find_nats_server() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
-        .map(|d| d.join("nats-server"))
-        .find(|p| p.is_file())
-}
-
-fn nats_server() -> PathBuf {
-    find_nats_server().expect("nats-server checked by nats_present")
-}
-
-/// Whether `nats-server` is here. Under `CI=true` (`.ci/run` installs it) a missing one
-/// fails the test; elsewhere the test says it is skipped, as the browser test does.
-fn nats_present() -> bool {
-    if find_nats_server().is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "nats-server is not on PATH: these tests start real NATS JetStream servers; install it (Debian/Ubuntu: apt-get install nats-server) and run them again"
-    );
-    eprintln!("SKIPPED: nats-server is not on PATH (Debian/Ubuntu: apt-get install nats-server); under CI=true this fails");
-    false
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One nats-server process, killed when dropped.
-struct Node {
-    child: Option<Child>,
-    port: u16,
-    _store: tempfile::TempDir,
-}
-
-impl Node {
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-fn wait_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nats-server never listened on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
+/// A node named `name`; with `cluster` (its own route port, its peers' route ports), a
+/// member of the test cluster.
 fn start_node(name: &str, cluster: Option<(u16, &[u16])>) -> Node {
-    let store = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut c = Command::new(nats_server());
-    c.args(["-js", "-a", "127.0.0.1", "-n", name])
-        .arg("-p")
-        .arg(port.to_string())
-        .arg("-sd")
-        .arg(store.path());
+    let mut args = vec!["-n".to_string(), name.to_string()];
     if let Some((own, peers)) = cluster {
         let routes: Vec<String> = peers
             .iter()
             .map(|p| format!("nats://127.0.0.1:{p}"))
             .collect();
-        c.args(["--cluster_name", "agentforge-test"])
-            .arg("--cluster")
-            .arg(format!("nats://127.0.0.1:{own}"))
-            .arg("--routes")
-            .arg(routes.join(","));
+        args.extend([
+            "--cluster_name".to_string(),
+            "agentforge-test".to_string(),
+            "--cluster".to_string(),
+            format!("nats://127.0.0.1:{own}"),
+            "--routes".to_string(),
+            routes.join(","),
+        ]);
     }
-    c.stdout(Stdio::null()).stderr(Stdio::null());
-    let child = c.spawn().expect("start nats-server");
-    wait_port(port);
-    Node {
-        child: Some(child),
-        port,
-        _store: store,
-    }
+    Node::start(&args)
 }
 
 fn single() -> Node {
@@ -152,7 +72,7 @@ fn cluster() -> Vec<Node> {
 fn urls(nodes: &[Node]) -> String {
     nodes
         .iter()
-        .filter(|n| n.child.is_some())
+        .filter(|n| n.is_running())
         .map(Node::url)
         .collect::<Vec<_>>()
         .join(",")
@@ -731,7 +651,7 @@ fn a_duplicate_submission_is_refused_and_an_unreachable_server_is_named() {
     assert_eq!(empty["items"].as_array().unwrap().len(), 0, "{empty}");
     assert_eq!(empty["pending_messages"], 0, "{empty}");
     let has_stream = || {
-        let mut stack = vec![node._store.path().to_path_buf()];
+        let mut stack = vec![node.store().to_path_buf()];
         while let Some(d) = stack.pop() {
             for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
                 if e.file_name() == "AGENTFORGE_WORK" {

@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod built_plugins;
+pub mod nats;
 pub mod notes;
 pub mod scripted_server;
 

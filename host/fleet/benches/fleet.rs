@@ -8,11 +8,12 @@
 //! agentforge`, or `--release` for release figures). `FLEET_BENCH_TASKS` sets the tasks
 //! per throughput run (default 24), `FLEET_BENCH_RUNS` the checkpoint runs (default 15).
 
+#[path = "../../../tests/support/nats.rs"]
+mod nats;
 #[allow(dead_code)]
 #[path = "../../../tests/support/scripted_server.rs"]
 mod scripted_server;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -46,14 +47,6 @@ fn binary() -> PathBuf {
         "no agentforge binary under {}: build it first (`cargo build -p agentforge`) or set AGENTFORGE_BIN",
         target.display()
     );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Killed(Vec<Child>);
@@ -101,18 +94,8 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let bin = binary();
-    let nats_dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let nats = Command::new("nats-server")
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string()])
-        .arg("-sd")
-        .arg(nats_dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nats-server on PATH (apt-get install nats-server)");
-    let _nats = Killed(vec![nats]);
-    let url = format!("nats://127.0.0.1:{port}");
+    let nats = nats::Node::start(&[]);
+    let url = nats.url();
     let fleet = loop {
         match Fleet::connect(FleetOptions::new(url.clone())).await {
             Ok(f) => break f,

@@ -2,73 +2,16 @@
 //! `CI=true` these tests fail without it, elsewhere they say they are skipped): set-up twice, submission and its duplicate, leases under
 //! compare-and-swap, checkpoints replaced whole.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+#[path = "../../../tests/support/nats.rs"]
+mod nats;
+
 use std::time::Duration;
 
 use agentforge_fleet::{Fleet, FleetError, FleetOptions, ItemKind};
+use nats::{free_port, nats_present, Node};
 
-/// The server process (killed when dropped), its port, its store.
-struct Server {
-    child: Child,
-    port: u16,
-    _store: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Whether `nats-server` is on PATH. Under `CI=true` (`.ci/run` installs it) a missing
-/// one fails the test; elsewhere the test says it is skipped, as the browser test does.
-fn nats_present() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    if std::env::split_paths(&path).any(|d| d.join("nats-server").is_file()) {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "nats-server is not on PATH: install it (apt-get install nats-server)"
-    );
-    eprintln!("SKIPPED: nats-server is not on PATH (apt-get install nats-server); under CI=true this fails");
-    false
-}
-
-fn server() -> Server {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = tempfile::tempdir().unwrap();
-    let child = Command::new("nats-server")
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string()])
-        .arg("-sd")
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("nats-server is not on PATH ({e}): install it (apt-get install nats-server)")
-        });
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    Server {
-        child,
-        port,
-        _store: dir,
-    }
-}
-
-fn opts(s: &Server) -> FleetOptions {
-    let mut o = FleetOptions::new(format!("nats://127.0.0.1:{}", s.port));
+fn opts(s: &Node) -> FleetOptions {
+    let mut o = FleetOptions::new(s.url());
     o.ack_wait = Duration::from_secs(2);
     o
 }
@@ -78,7 +21,7 @@ async fn submission_leases_and_checkpoints_on_a_real_server() {
     if !nats_present() {
         return;
     }
-    let s = server();
+    let s = Node::start(&[]);
     let fleet = Fleet::connect(opts(&s)).await.unwrap();
     // A second process opens what the first made.
     let other = Fleet::connect(opts(&s)).await.unwrap();
@@ -184,12 +127,7 @@ async fn an_unreachable_server_is_named() {
     if !nats_present() {
         return;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("nats://127.0.0.1:{port}");
+    let url = format!("nats://127.0.0.1:{}", free_port());
     let e = Fleet::connect(FleetOptions::new(url.clone()))
         .await
         .err()
