@@ -63,6 +63,9 @@ fn main() {
     if want("ten") {
         ten_plugins(&plugin, tmp.path());
     }
+    if want("setup") {
+        builtin_setup(tmp.path());
+    }
     if want("gate") {
         gate_calls(&root.join("plugins/gate-command"), tmp.path());
     }
@@ -367,6 +370,32 @@ fn ten_plugins(plugin: &Path, tmp: &Path) {
     println!(
         "start-up with 10 plugins, warm (cache hit, digests remembered): {}",
         Summary::of_times(&warm).time()
+    );
+}
+
+/// A run's set-up with no plugin folder (the built-in plugins only), many times: the
+/// part of the 10-plugin figure that does not depend on the folder, and a loop long
+/// enough to profile (`perf record ... --bench setup`).
+fn builtin_setup(tmp: &Path) {
+    let ws = tmp.join("setup-ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("empty.jsonl"), "").unwrap();
+    std::env::set_var("AGENTFORGE_CACHE_DIR", tmp.join("setup-cache"));
+    let mut setup = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let mut config = Config::default();
+        config.provider.kind = ProviderKind::Replay;
+        config.provider.replay = Some(ws.join("empty.jsonl"));
+        let provider = Provider::from_settings(&config.provider_settings()).unwrap();
+        let mut rt = Runtime::new(Workspace::new(&ws).unwrap(), config, provider);
+        let errors = rt.load_plugins(&[]).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        setup.push(t.elapsed());
+    }
+    println!(
+        "run set-up, built-in plugins only (no folder), 30 runs: {}",
+        Summary::of_times(&setup).time()
     );
 }
 

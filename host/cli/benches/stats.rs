@@ -98,6 +98,19 @@ pub fn human(seconds: f64) -> String {
     }
 }
 
+/// CPU time the calling thread has used so far. Unlike wall time, it barely moves when
+/// another process takes the other core, so it tells a change from machine noise.
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The median of `samples` (for a run's figure made of many calls).
 pub fn median(samples: &mut [Duration]) -> Duration {
     samples.sort();

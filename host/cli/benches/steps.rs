@@ -193,36 +193,39 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
     let mut step = 0u64;
     let mut measure = |model_call: Option<Duration>| {
         // RUNS runs of 50 steps; each run's figure is its median step.
-        let (mut prep_runs, mut total_runs, mut all) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut prep_runs, mut total_runs, mut cpu_runs, mut all) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
-            let (mut prep, mut total) = (Vec::new(), Vec::new());
+            let (mut prep, mut total, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..50 {
                 let i = step;
                 step += 1;
-                let t0 = Instant::now();
+                let (t0, c0) = (Instant::now(), stats::thread_cpu());
                 let prepared = exec.prepare().unwrap();
-                let t1 = Instant::now();
+                let (t1, c1) = (Instant::now(), stats::thread_cpu());
                 if let Some(d) = model_call {
                     std::thread::sleep(d);
                 }
                 let args = json!({"path": format!("src/mod_{}.rs", i % 20), "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
-                let t2 = Instant::now();
+                let (t2, c2) = (Instant::now(), stats::thread_cpu());
                 tokio
                     .block_on(exec.apply(prepared, response("read_file".into(), args)))
                     .unwrap();
-                let t3 = Instant::now();
+                let (t3, c3) = (Instant::now(), stats::thread_cpu());
                 prep.push(t1 - t0);
                 total.push((t1 - t0) + (t3 - t2));
+                cpu.push((c1 - c0) + (c3 - c2));
             }
             all.extend(total.iter().copied());
             prep_runs.push(stats::median(&mut prep));
             total_runs.push(stats::median(&mut total));
+            cpu_runs.push(stats::median(&mut cpu));
         }
         all.sort();
-        (prep_runs, total_runs, all)
+        (prep_runs, total_runs, cpu_runs, all)
     };
-    let (prep_runs, total_runs, all) = measure(None);
-    let (_, with_model, all_model) = measure(Some(MODEL_CALL));
+    let (prep_runs, total_runs, cpu_runs, all) = measure(None);
+    let (_, with_model, _, all_model) = measure(Some(MODEL_CALL));
     let state = exec.dir().load_state().unwrap();
     assert_eq!(
         state.status,
@@ -231,6 +234,12 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         state.status_reason
     );
     println!("== host overhead per step, 1,000+ prior actions, {RUNS} runs of 50 steps (read_file, no model, no commands) ==");
+    let size = |name: &str| std::fs::metadata(exec.dir().path().join(name)).map_or(0, |m| m.len());
+    println!(
+        "files the step rewrites: state.yaml {} bytes, working_memory.yaml {} bytes",
+        size("state.yaml"),
+        size("working_memory.yaml")
+    );
     println!(
         "prepare (per-run median): {}",
         Summary::of_times(&prep_runs).time()
@@ -239,6 +248,10 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         "prepare + apply (per-run median): {}; p90 over all steps {}",
         Summary::of_times(&total_runs).time(),
         stats::human(all[all.len() * 9 / 10].as_secs_f64())
+    );
+    println!(
+        "  CPU time of the stepping thread (per-run median; steady when the machine is not): {}",
+        Summary::of_times(&cpu_runs).time()
     );
     println!(
         "  with a {} ms model call between prepare and apply (as a run goes; cold caches): {}; p90 {}",
