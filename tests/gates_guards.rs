@@ -647,13 +647,10 @@ fn builtin_guards(
     rules: Vec<serde_json::Value>,
     cache: &Path,
 ) -> Vec<agentforge::plugins::LoadedPlugin> {
-    use agentforge::plugins::{load_builtin, LoadOptions, Manifest, PluginKind};
+    use agentforge::plugins::{load_builtin, LoadOptions, PluginKind};
     let guards: Vec<_> = agentforge_builtins::BUILTIN_PLUGINS
         .iter()
-        .filter(|b| {
-            Manifest::parse(b.1, Path::new("plugin.toml"))
-                .is_ok_and(|m| m.kind().ok() == Some(PluginKind::Guard))
-        })
+        .filter(|b| b.kind() == Some(PluginKind::Guard))
         .copied()
         .collect();
     let opts = LoadOptions {

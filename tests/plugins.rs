@@ -169,7 +169,7 @@ fn built_ins_fall_back_to_compiling_when_the_precompiled_code_is_refused() {
     let builtins = agentforge_builtins::BUILTIN_PLUGINS;
     let cargo = builtins
         .iter()
-        .find(|b| b.0 == "extract-cargo")
+        .find(|b| b.folder == "extract-cargo")
         .expect("extract-cargo is a built-in");
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
@@ -179,9 +179,12 @@ fn built_ins_fall_back_to_compiling_when_the_precompiled_code_is_refused() {
     assert!(errors.is_empty(), "{errors:?}");
     assert!(!ok[0].compiled, "the embedded native code is used as is");
 
-    let truncated = &cargo.3[..cargo.3.len() / 2];
+    let truncated = &cargo.precompiled[..cargo.precompiled.len() / 2];
     for native in [&b"not native code"[..], truncated] {
-        let refused = [(cargo.0, cargo.1, cargo.2, native)];
+        let refused = [agentforge::plugins::Embedded {
+            precompiled: native,
+            ..*cargo
+        }];
         let (loaded, errors) = load_builtin(&refused, &cache, &opts);
         assert!(errors.is_empty(), "{errors:?}");
         reads_a_cargo_summary(&loaded[0]);
@@ -852,6 +855,21 @@ fn uses_simd(wasm: &[u8]) -> bool {
     false
 }
 
+/// The table the build script writes holds what a start would otherwise work out: each
+/// built-in's kind as its manifest declares it, and the SHA-256 of its component.
+#[test]
+fn the_built_in_table_matches_the_manifests_and_components() {
+    use agentforge::plugins::Manifest;
+    use sha2::Digest as _;
+    assert!(agentforge_builtins::BUILTIN_PLUGINS.len() >= 20);
+    for b in agentforge_builtins::BUILTIN_PLUGINS {
+        let manifest = Manifest::parse(b.manifest, Path::new("plugin.toml")).unwrap();
+        assert_eq!(Some(manifest.kind().unwrap()), b.kind(), "{}", b.folder);
+        let digest: [u8; 32] = sha2::Sha256::digest(b.wasm).into();
+        assert_eq!(digest, b.wasm_sha256, "{}", b.folder);
+    }
+}
+
 /// The extractors scan tool output with regex and memchr, whose fast paths need WASM SIMD
 /// (`plugins/.cargo/config.toml`); a build path that loses the flag (a `RUSTFLAGS` in the
 /// environment overrides it) would halve their speed silently. Checked on the components
@@ -859,7 +877,8 @@ fn uses_simd(wasm: &[u8]) -> bool {
 #[test]
 fn built_extractors_are_compiled_with_simd() {
     let mut checked = 0;
-    for (folder, _manifest, wasm, _precompiled) in agentforge_builtins::BUILTIN_PLUGINS {
+    for b in agentforge_builtins::BUILTIN_PLUGINS {
+        let (folder, wasm) = (b.folder, b.wasm);
         if !folder.starts_with("extract-") {
             continue;
         }

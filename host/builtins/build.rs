@@ -15,6 +15,8 @@ use std::process::Command;
 #[path = "../plugin-host/src/engine_config.rs"]
 mod engine_config;
 
+use sha2::Digest as _;
+
 /// The plugin crates embedded as built-ins (tools are opt-in: `--plugins plugins/`).
 const BUILTINS: &[&str] = &[
     "schema-fix-violation",
@@ -133,9 +135,9 @@ fn main() {
     let engine = wasmtime::Engine::new(&engine_config::engine_config())
         .expect("the plugin engine's configuration is valid");
     let mut out = String::from(
-        "/// The built-in plugins: (folder name, `plugin.toml`, component, the component\n\
-         /// precompiled for the host's engine at build time).\n\
-         pub const BUILTIN_PLUGINS: &[(&str, &str, &[u8], &[u8])] = &[\n",
+        "/// The built-in plugins, each with its component precompiled for the host's engine\n\
+         /// and what a run would otherwise work out at every start (kind, digest).\n\
+         pub const BUILTIN_PLUGINS: &[agentforge_plugin_host::Embedded] = &[\n",
     );
     for name in BUILTINS {
         let manifest = plugins.join(name).join("plugin.toml");
@@ -154,8 +156,11 @@ fn main() {
             .unwrap_or_else(|e| panic!("precompiling {} failed: {e:#}", wasm.display()));
         let precompiled = out_dir.join(format!("{file}.cwasm"));
         std::fs::write(&precompiled, native).expect("write the precompiled component");
+        let kind = manifest_kind(&manifest);
+        let digest: [u8; 32] = sha2::Sha256::digest(&bytes).into();
         out.push_str(&format!(
-            "    ({name:?}, include_str!({:?}), include_bytes!({:?}), include_bytes!({:?})),\n",
+            "    agentforge_plugin_host::Embedded {{ folder: {name:?}, manifest: include_str!({:?}), kind: {kind:?}, \
+             wasm: include_bytes!({:?}), precompiled: include_bytes!({:?}), wasm_sha256: {digest:?} }},\n",
             path_str(&manifest),
             path_str(&embedded),
             path_str(&precompiled)
@@ -163,6 +168,20 @@ fn main() {
     }
     out.push_str("];\n");
     std::fs::write(out_dir.join("builtin_plugins.rs"), out).expect("write builtin_plugins.rs");
+}
+
+/// The `kind` of the manifest at `path` (the host checks the whole manifest when it
+/// loads the plugin; this is only the table's index by kind).
+fn manifest_kind(path: &Path) -> String {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let table: toml::Table = text
+        .parse()
+        .unwrap_or_else(|e| panic!("{} is not valid TOML: {e}", path.display()));
+    match table.get("kind") {
+        Some(toml::Value::String(kind)) => kind.clone(),
+        _ => panic!("{} has no `kind` string", path.display()),
+    }
 }
 
 fn path_str(p: &Path) -> String {

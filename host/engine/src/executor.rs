@@ -333,7 +333,7 @@ pub struct Runtime {
 /// (`replace`; the refusals are returned), and what the host changed of the folder
 /// plugins' requests is printed. A broken built-in is the error.
 fn with_builtins(
-    builtins: &[(&'static str, &'static str, &'static [u8], &'static [u8])],
+    builtins: &[agentforge_plugin_host::Embedded],
     from_folders: Vec<agentforge_plugin_host::LoadedPlugin>,
     cache: &Path,
     opts: &agentforge_plugin_host::LoadOptions,
@@ -367,10 +367,10 @@ fn print_notes(plugins: &[agentforge_plugin_host::LoadedPlugin]) {
 /// The embedded built-in plugins whose manifest declares a kind not in `kinds`.
 fn builtin_plugins_except(
     kinds: &[agentforge_plugin_host::PluginKind],
-) -> Vec<(&'static str, &'static str, &'static [u8], &'static [u8])> {
+) -> Vec<agentforge_plugin_host::Embedded> {
     agentforge_builtins::BUILTIN_PLUGINS
         .iter()
-        .filter(|b| builtin_kind(b.1).is_none_or(|k| !kinds.contains(&k)))
+        .filter(|b| b.kind().is_none_or(|k| !kinds.contains(&k)))
         .copied()
         .collect()
 }
@@ -378,21 +378,12 @@ fn builtin_plugins_except(
 /// The embedded built-in plugins of `kind`.
 fn builtin_plugins_of(
     kind: agentforge_plugin_host::PluginKind,
-) -> Vec<(&'static str, &'static str, &'static [u8], &'static [u8])> {
+) -> Vec<agentforge_plugin_host::Embedded> {
     agentforge_builtins::BUILTIN_PLUGINS
         .iter()
-        .filter(|b| builtin_kind(b.1) == Some(kind))
+        .filter(|b| b.kind() == Some(kind))
         .copied()
         .collect()
-}
-
-/// The kind a built-in's manifest declares (none when it does not parse: such a plugin
-/// is loaded with the others, where its error is reported).
-fn builtin_kind(manifest: &str) -> Option<agentforge_plugin_host::PluginKind> {
-    agentforge_plugin_host::Manifest::parse(manifest, Path::new("builtin/plugin.toml"))
-        .ok()?
-        .kind()
-        .ok()
 }
 
 fn install_extractors(into: &mut Extractors, plugins: Vec<agentforge_plugin_host::LoadedPlugin>) {

@@ -802,22 +802,46 @@ pub struct PluginsConfig {
     pub learned_rules: Vec<serde_json::Value>,
 }
 
-/// Loads the built-in plugins `builtins` (folder name, `plugin.toml`, component, the
-/// component precompiled at build time: as `agentforge-builtins` embeds them). The
+/// A built-in plugin as the host embeds it (`agentforge-builtins` generates the table
+/// at build time, with what is known then: the manifest's kind and the digests).
+#[derive(Debug, Clone, Copy)]
+pub struct Embedded {
+    /// Its folder under `plugins/`.
+    pub folder: &'static str,
+    /// Its `plugin.toml`.
+    pub manifest: &'static str,
+    /// The manifest's `kind`, as written (`extractor`, `gate`, ...).
+    pub kind: &'static str,
+    /// The component.
+    pub wasm: &'static [u8],
+    /// The component precompiled for the host's engine configuration.
+    pub precompiled: &'static [u8],
+    /// SHA-256 of `wasm` (a copy in a plugin folder is told by it).
+    pub wasm_sha256: [u8; 32],
+}
+
+impl Embedded {
+    /// The kind its manifest declares (`None` for a kind this host does not know).
+    pub fn kind(&self) -> Option<PluginKind> {
+        PluginKind::from_manifest(self.kind)
+    }
+}
+
+/// Loads the built-in plugins `builtins` (as `agentforge-builtins` embeds them). The
 /// precompiled code is used when wasmtime accepts it; otherwise the component is
 /// compiled and cached in `cache`. They are trusted: each keeps its instance between
 /// calls. `dir` of each is `builtin:<folder>`.
 pub fn load_builtin(
-    builtins: &[(&str, &str, &[u8], &[u8])],
+    builtins: &[Embedded],
     cache: &Path,
     opts: &LoadOptions,
 ) -> (Vec<LoadedPlugin>, Vec<PluginLoadError>) {
     let mut plugins = Vec::new();
     let mut errors = Vec::new();
-    let load = |(folder, manifest, wasm, precompiled): &(&str, &str, &[u8], &[u8])| {
+    let load = |b: &Embedded| {
         let started = Instant::now();
-        let dir = PathBuf::from(format!("builtin:{folder}"));
-        Manifest::parse(manifest, &dir.join("plugin.toml")).and_then(|mut m| {
+        let dir = PathBuf::from(format!("builtin:{}", b.folder));
+        Manifest::parse(b.manifest, &dir.join("plugin.toml")).and_then(|mut m| {
             // Trusted, so extractors, task types and guards keep their instance (compiled
             // regexes; a guard is asked about every action, and a fresh instance was
             // most of its cost). The built-in guards keep nothing between calls: each
@@ -829,9 +853,9 @@ pub fn load_builtin(
                 PluginKind::Extractor | PluginKind::ContextSchema | PluginKind::Guard
             );
             let path = dir.join(&m.component);
-            let digest: [u8; 32] = sha2::Sha256::digest(wasm).into();
+            let digest = b.wasm_sha256;
             let (component, compiled) =
-                runtime::load_precompiled(precompiled, wasm, &digest, cache)
+                runtime::load_precompiled(b.precompiled, b.wasm, &digest, cache)
                     .map_err(|e| compile_error(&m, &path, e))?;
             let code = Code {
                 component,

@@ -55,6 +55,18 @@ pub enum PluginKind {
 impl PluginKind {
     /// The kinds this host runs, as written in `plugin.toml`.
     pub const NAMES: &'static str = "extractor, gate, guard, context-schema, tool";
+
+    /// The kind `name` means in a manifest's `kind`, if this host knows it.
+    pub fn from_manifest(name: &str) -> Option<PluginKind> {
+        match name {
+            "extractor" => Some(PluginKind::Extractor),
+            "gate" => Some(PluginKind::Gate),
+            "guard" => Some(PluginKind::Guard),
+            "context-schema" => Some(PluginKind::ContextSchema),
+            "tool" => Some(PluginKind::Tool),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for PluginKind {
@@ -389,17 +401,10 @@ impl Manifest {
 
     /// The kind, or the error naming the unknown one.
     pub fn kind(&self) -> Result<PluginKind, PluginLoadError> {
-        match self.kind_name.as_str() {
-            "extractor" => Ok(PluginKind::Extractor),
-            "gate" => Ok(PluginKind::Gate),
-            "guard" => Ok(PluginKind::Guard),
-            "context-schema" => Ok(PluginKind::ContextSchema),
-            "tool" => Ok(PluginKind::Tool),
-            other => Err(PluginLoadError::UnknownKind {
-                plugin: self.name.clone(),
-                kind: other.to_string(),
-            }),
-        }
+        PluginKind::from_manifest(&self.kind_name).ok_or_else(|| PluginLoadError::UnknownKind {
+            plugin: self.name.clone(),
+            kind: self.kind_name.clone(),
+        })
     }
 }
 
