@@ -5,7 +5,7 @@
 //! Every figure is min / median / max over several runs (`stats.rs`). Needs
 //! `bash plugins/build.sh` first. `-- first|load|extract|ten|gate` runs one part.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[path = "native_rules.rs"]
@@ -338,13 +338,7 @@ fn ten_plugins(plugin: &Path, tmp: &Path) {
     let mut first_use = Vec::new();
     for _ in 0..RUNS {
         let t = Instant::now();
-        let mut config = Config::default();
-        config.provider.kind = ProviderKind::Replay;
-        config.provider.replay = Some(ws.join("empty.jsonl"));
-        let provider = Provider::from_settings(&config.provider_settings()).unwrap();
-        let mut rt = Runtime::new(Workspace::new(&ws).unwrap(), config, provider);
-        let errors = rt.load_plugins(std::slice::from_ref(&dir)).unwrap();
-        assert!(errors.is_empty(), "{errors:?}");
+        let rt = run_setup(&ws, std::slice::from_ref(&dir));
         setup.push(t.elapsed());
         assert!(!rt.extractors.is_loaded());
         let t = Instant::now();
@@ -373,6 +367,19 @@ fn ten_plugins(plugin: &Path, tmp: &Path) {
     );
 }
 
+/// A run's set-up as `agentforge run` does it (replay provider, plugins from `folders`),
+/// in the workspace `ws`, which holds an empty `empty.jsonl`.
+fn run_setup(ws: &Path, folders: &[PathBuf]) -> Runtime {
+    let mut config = Config::default();
+    config.provider.kind = ProviderKind::Replay;
+    config.provider.replay = Some(ws.join("empty.jsonl"));
+    let provider = Provider::from_settings(&config.provider_settings()).unwrap();
+    let mut rt = Runtime::new(Workspace::new(ws).unwrap(), config, provider);
+    let errors = rt.load_plugins(folders).unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    rt
+}
+
 /// A run's set-up with no plugin folder (the built-in plugins only), many times: the
 /// part of the 10-plugin figure that does not depend on the folder, and a loop long
 /// enough to profile (`perf record ... --bench setup`).
@@ -384,14 +391,9 @@ fn builtin_setup(tmp: &Path) {
     let mut setup = Vec::new();
     for _ in 0..30 {
         let t = Instant::now();
-        let mut config = Config::default();
-        config.provider.kind = ProviderKind::Replay;
-        config.provider.replay = Some(ws.join("empty.jsonl"));
-        let provider = Provider::from_settings(&config.provider_settings()).unwrap();
-        let mut rt = Runtime::new(Workspace::new(&ws).unwrap(), config, provider);
-        let errors = rt.load_plugins(&[]).unwrap();
-        assert!(errors.is_empty(), "{errors:?}");
+        let rt = run_setup(&ws, &[]);
         setup.push(t.elapsed());
+        drop(rt);
     }
     println!(
         "run set-up, built-in plugins only (no folder), 30 runs: {}",
