@@ -104,6 +104,18 @@ fn flat_tokens(tokio: &tokio::runtime::Runtime) {
     for step in 1..=100u64 {
         let prepared = exec.prepare().unwrap();
         tokens.push(prepared.prompt.total_tokens);
+        // `AGENTFORGE_BENCH_SECTIONS=1`: each section's tokens every 20 steps, to see
+        // which one a change in the ratio comes from.
+        if std::env::var_os("AGENTFORGE_BENCH_SECTIONS").is_some() && (step == 1 || step % 20 == 0)
+        {
+            let parts: Vec<String> = prepared
+                .prompt
+                .sections
+                .iter()
+                .map(|s| format!("{}={}", s.name, s.tokens))
+                .collect();
+            println!("  step {step}: {}", parts.join(" "));
+        }
         // Start the analysis phase with a check so the rest of the cycle is allowed.
         let (name, args) = if step == 1 {
             ("run_tests".to_string(), json!({}))
