@@ -98,8 +98,9 @@ pub fn human(seconds: f64) -> String {
     }
 }
 
-/// CPU time the calling thread has used so far. Unlike wall time, it barely moves when
-/// another process takes the other core, so it tells a change from machine noise.
+/// CPU time the calling thread has used so far: it leaves out the time the thread waits
+/// (for the log's fsync, or descheduled), though another process on the other core
+/// still slows it through the shared caches.
 pub fn thread_cpu() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,

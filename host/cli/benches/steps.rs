@@ -262,7 +262,7 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         stats::human(all[all.len() * 9 / 10].as_secs_f64())
     );
     println!(
-        "  CPU time of the stepping thread (per-run median; steady when the machine is not): {}",
+        "  CPU time of the stepping thread (per-run median; waits left out): {}",
         Summary::of_times(&cpu_runs).time()
     );
     println!(
