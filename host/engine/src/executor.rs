@@ -364,24 +364,14 @@ fn print_notes(plugins: &[agentforge_plugin_host::LoadedPlugin]) {
     }
 }
 
-/// The embedded built-in plugins whose manifest declares a kind not in `kinds`.
-fn builtin_plugins_except(
-    kinds: &[agentforge_plugin_host::PluginKind],
+/// The embedded built-in plugins whose manifest's kind `keep` accepts (`None`: a kind
+/// this host does not know, reported when the plugin loads).
+fn builtins_where(
+    keep: impl Fn(Option<agentforge_plugin_host::PluginKind>) -> bool,
 ) -> Vec<agentforge_plugin_host::Embedded> {
     agentforge_builtins::BUILTIN_PLUGINS
         .iter()
-        .filter(|b| b.kind().is_none_or(|k| !kinds.contains(&k)))
-        .copied()
-        .collect()
-}
-
-/// The embedded built-in plugins of `kind`.
-fn builtin_plugins_of(
-    kind: agentforge_plugin_host::PluginKind,
-) -> Vec<agentforge_plugin_host::Embedded> {
-    agentforge_builtins::BUILTIN_PLUGINS
-        .iter()
-        .filter(|b| b.kind() == Some(kind))
+        .filter(|b| keep(b.kind()))
         .copied()
         .collect()
 }
@@ -568,7 +558,7 @@ impl Runtime {
         let (from_folders, errors) = load_folders(now, &cache, &opts);
         warnings.extend(errors.iter().map(|e| e.to_string()));
         let (all, refused) = with_builtins(
-            &builtin_plugins_except(&DEFERRED),
+            &builtins_where(|k| k.is_none_or(|k| !DEFERRED.contains(&k))),
             from_folders,
             &cache,
             &opts,
@@ -585,7 +575,7 @@ impl Runtime {
             let load = move || {
                 let (from_folders, errors) = load_folders(folders, &cache, &opts);
                 let (all, refused) = with_builtins(
-                    &builtin_plugins_of(kind),
+                    &builtins_where(|k| k == Some(kind)),
                     from_folders,
                     &cache,
                     &opts,

@@ -79,13 +79,6 @@ pub(crate) const POOL_INSTANCES: u32 = 1000;
 /// holds its module plus a few adapter shims.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
 
-/// The engine with the pooling instance allocator: a fresh store per call (how gates,
-/// guards and untrusted plugins run) takes a ready slot instead of mapping memory and
-/// tables anew. Slots are reset on reuse (copy-on-write memory images, freed memory
-/// returned to the kernel in batches).
-///
-/// The allocation strategy does not change compiled code: precompiled built-ins and the
-/// compile cache (made with [`super::engine_config::engine_config`]) load into either engine.
 /// Bytes of linear memory and of tables a freed slot keeps resident instead of returning
 /// them to the kernel. With Linux's `PAGEMAP_SCAN` (6.7+, [`pooled_engine`] turns it on
 /// where the kernel has it) the slot's reset finds the pages the call dirtied and restores
@@ -103,6 +96,14 @@ const DECOMMIT_BATCH: usize = 32;
 /// with [`KEEP_RESIDENT`] each holds at most 4 MiB of the pages its plugin touched, so
 /// this bounds that memory at 128 MiB.
 const WARM_SLOTS: u32 = 32;
+
+/// The engine with the pooling instance allocator: a fresh store per call (how gates,
+/// guards and untrusted plugins run) takes a ready slot instead of mapping memory and
+/// tables anew. Slots are reset on reuse (copy-on-write memory images, freed memory
+/// returned to the kernel in batches).
+///
+/// The allocation strategy does not change compiled code: precompiled built-ins and the
+/// compile cache (made with [`super::engine_config::engine_config`]) load into either engine.
 fn pooled_engine() -> wasmtime::Result<Engine> {
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_component_instances(POOL_INSTANCES)
