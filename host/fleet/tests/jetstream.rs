@@ -100,14 +100,23 @@ async fn submission_leases_and_checkpoints_on_a_real_server() {
         output_tokens: 2,
         cost_usd_micros: Some(7),
     };
-    fleet.publish_progress(&ev).await;
-    let got = tokio::time::timeout(
-        Duration::from_secs(5),
-        futures_util::StreamExt::next(&mut sub),
-    )
-    .await
-    .expect("a progress event")
-    .unwrap();
+    // Progress is core NATS, at most once by design (a lost event costs a line of a
+    // watcher's display): published again, a bounded number of times, until one arrives,
+    // so a connection hiccup on a loaded machine does not fail the test.
+    let mut got = None;
+    for _ in 0..10 {
+        fleet.publish_progress(&ev).await;
+        if let Ok(m) = tokio::time::timeout(
+            Duration::from_secs(2),
+            futures_util::StreamExt::next(&mut sub),
+        )
+        .await
+        {
+            got = m;
+            break;
+        }
+    }
+    let got = got.expect("a progress event within 10 publications");
     assert_eq!(got.subject.as_str(), "agentforge.progress.a");
     let back: agentforge_fleet::ProgressEvent = serde_json::from_slice(&got.payload).unwrap();
     assert_eq!(back, ev);
