@@ -150,12 +150,47 @@ pub(crate) fn open_file(path: &Path) -> Result<Connection, GraphError> {
             source,
         })?;
     }
-    let mut conn = Connection::open(path).map_err(|source| GraphError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    prepare(&mut conn, path, true)?;
-    Ok(conn)
+    let mut attempt = 1;
+    loop {
+        let mut conn = Connection::open(path).map_err(|source| GraphError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        match prepare(&mut conn, path, true) {
+            Err(e) if refused_at_once(&e) && attempt < OPEN_ATTEMPTS => {
+                drop(conn);
+                attempt += 1;
+                std::thread::sleep(OPEN_RETRY_PAUSE);
+            }
+            prepared => return prepared.map(|()| conn),
+        }
+    }
+}
+
+/// How many times opening a file tries its settings and migrations. Two connections
+/// that set up a new file at once (WAL mode, the first migration) both upgrade their
+/// locks; SQLite refuses one of them at once, without its busy timeout, rather than
+/// deadlock, and that one starts over. Fixed, so a file another process keeps locked still
+/// fails in bounded time.
+const OPEN_ATTEMPTS: u32 = 20;
+
+/// The pause before opening again.
+const OPEN_RETRY_PAUSE: Duration = Duration::from_millis(25);
+
+/// Whether SQLite refused a step of opening because another connection held the lock.
+fn refused_at_once(e: &GraphError) -> bool {
+    let code = match e {
+        GraphError::Open { source, .. } => source.sqlite_error_code(),
+        GraphError::Migrate {
+            source: rusqlite_migration::Error::RusqliteError { err, .. },
+            ..
+        } => err.sqlite_error_code(),
+        _ => None,
+    };
+    matches!(
+        code,
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// A migrated database in memory.
