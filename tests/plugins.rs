@@ -35,6 +35,25 @@ fn install(dir: &Path, name: &str, as_name: &str, edit: impl Fn(String) -> Strin
     dst
 }
 
+/// A run in `ws` with the plugins of `dirs`, whose model answers from an empty recording
+/// (in `tmp`): for what set-up and the first prompt do, which ask the model nothing.
+fn replay_runtime(
+    tmp: &Path,
+    ws: &Path,
+    dirs: &[PathBuf],
+) -> Result<agentforge::executor::Runtime, agentforge::executor::PluginSetupError> {
+    use agentforge::providers::{Provider, ProviderKind};
+    let replay = tmp.join("empty.jsonl");
+    std::fs::write(&replay, "").unwrap();
+    let mut config = agentforge::config::Config::default();
+    config.provider.kind = ProviderKind::Replay;
+    config.provider.replay = Some(replay);
+    let provider = Provider::from_settings(&config.provider_settings()).unwrap();
+    let workspace = agentforge::tools::Workspace::new(ws).unwrap();
+    let mut rt = agentforge::executor::Runtime::new(workspace, config, provider);
+    rt.load_plugins(dirs).map(|_| rt)
+}
+
 fn load_one(dir: &Path, cache: &Path) -> LoadedPlugin {
     let (mut loaded, errors) = load_dir(dir, cache);
     assert!(errors.is_empty(), "{errors:?}");
@@ -865,8 +884,91 @@ fn the_built_in_table_matches_the_manifests_and_components() {
     for b in agentforge_builtins::BUILTIN_PLUGINS {
         let manifest = Manifest::parse(b.manifest, Path::new("plugin.toml")).unwrap();
         assert_eq!(Some(manifest.kind().unwrap()), b.kind(), "{}", b.folder);
+        assert_eq!(manifest.task_type.as_deref(), b.task_type, "{}", b.folder);
+        // Every built-in task type is named by its manifest, so none loads at set-up.
+        assert_eq!(
+            b.task_type.is_some(),
+            b.kind() == Some(agentforge::plugins::PluginKind::ContextSchema),
+            "{}",
+            b.folder
+        );
         let digest: [u8; 32] = sha2::Sha256::digest(b.wasm).into();
         assert_eq!(digest, b.wasm_sha256, "{}", b.folder);
+    }
+}
+
+/// A task type whose manifest names it is registered by that name and loaded when a task
+/// of that type is opened: a folder's replaces the built-in one of that name (the built-in
+/// is never loaded); a component describing another task type than its manifest names is
+/// an error at first use, naming both; two folders naming one task type are refused at
+/// set-up; `--strict` (`load_deferred_plugins`) loads them all and reports the broken one.
+#[test]
+fn task_types_named_by_their_manifest_load_on_first_use() {
+    use agentforge::executor::PluginSetupError;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let ws_dir = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws_dir).unwrap();
+    let runtime = |dirs: &[PathBuf]| replay_runtime(tmp.path(), &ws_dir, dirs);
+
+    let folder = tmp.path().join("plugins");
+    install(&folder, "schema-fixer", "my-fixer", |m| {
+        m.replace("name = \"schema-fixer\"", "name = \"my-fixer\"")
+    });
+    // Names `wrong_name`, but the component describes `critic`.
+    install(&folder, "schema-critic", "misnamed", |m| {
+        m.replace("name = \"schema-critic\"", "name = \"misnamed\"")
+            .replace("task_type = \"critic\"", "task_type = \"wrong_name\"")
+    });
+    let rt = runtime(std::slice::from_ref(&folder)).unwrap();
+    assert_eq!(rt.schemas.is_loaded("fixer"), Some(false));
+    assert_eq!(rt.schemas.is_loaded("wrong_name"), Some(false));
+    assert_eq!(rt.schemas.get("fixer").unwrap().source(), "plugin my-fixer");
+    assert_eq!(rt.schemas.is_loaded("fixer"), Some(true));
+    assert_eq!(
+        rt.schemas.get("critic").unwrap().source(),
+        "built-in plugin schema-critic",
+        "a folder naming another task type replaces nothing"
+    );
+    let err = rt.schemas.get("wrong_name").err().unwrap().to_string();
+    for part in ["`wrong_name`", "`misnamed`", "`critic`", "task_type"] {
+        assert!(err.contains(part), "{part} in: {err}");
+    }
+    // The failure is kept: asked again, the same error (the plugin is not reloaded).
+    assert_eq!(rt.schemas.get("wrong_name").err().unwrap().to_string(), err);
+    let strict = rt.load_deferred_plugins().unwrap();
+    assert_eq!(strict.len(), 1, "{strict:?}");
+    assert!(strict[0].contains("`wrong_name`"), "{strict:?}");
+    assert!(
+        rt.schemas
+            .names()
+            .iter()
+            .all(|t| rt.schemas.is_loaded(t) == Some(true)),
+        "--strict loads every task type"
+    );
+
+    // Two folders naming one task type: refused at set-up, naming both.
+    let twice = tmp.path().join("twice");
+    install(&twice, "schema-fixer", "fixer-one", |m| {
+        m.replace("name = \"schema-fixer\"", "name = \"fixer-one\"")
+    });
+    install(&twice, "schema-fixer", "fixer-two", |m| {
+        m.replace("name = \"schema-fixer\"", "name = \"fixer-two\"")
+    });
+    match runtime(&[twice]) {
+        Err(PluginSetupError::TaskTypeTwice {
+            first,
+            second,
+            task_type,
+        }) => {
+            assert_eq!(
+                (first.as_str(), second.as_str()),
+                ("fixer-one", "fixer-two")
+            );
+            assert_eq!(task_type, "fixer");
+        }
+        Err(e) => panic!("expected two plugins for one task type, got: {e}"),
+        Ok(_) => panic!("two folders naming task type `fixer` were accepted"),
     }
 }
 
@@ -980,34 +1082,21 @@ fn fresh_instances_see_nothing_of_earlier_calls() {
     );
 }
 
-/// A run loads the built-in extractors, gates and guards when a step first needs them:
-/// the first prompt is rendered (what `resume` does before its model request) with only
-/// the task types loaded; the first action consults the guards; the first check loads the
-/// gates and extractors. A kind a plugin folder provides is loaded at once (replacement
-/// rules need the built-ins of that kind).
+/// A run loads the built-in extractors, gates and guards when a step first needs them,
+/// and each task type when a task of that type is opened: the first prompt is rendered
+/// (what `resume` does before its model request) with only the task's own type loaded;
+/// the first action consults the guards; the first check loads the gates and extractors.
 #[test]
 fn built_in_kinds_load_when_a_step_first_needs_them() {
-    use agentforge::config::Config;
     use agentforge::executor::{Executor, Runtime};
-    use agentforge::providers::{ModelReply, ModelResponse, Provider, ProviderKind, Usage};
+    use agentforge::providers::{ModelReply, ModelResponse, Usage};
     use agentforge::task::TaskSpec;
-    use agentforge::tools::Workspace;
 
     let tmp = tempfile::tempdir().unwrap();
     let ws_dir = tmp.path().join("ws");
     std::fs::create_dir_all(ws_dir.join("src")).unwrap();
     std::fs::write(ws_dir.join("src/lib.rs"), "pub fn one() -> u32 { 1 }\n").unwrap();
-    let replay = tmp.path().join("empty.jsonl");
-    std::fs::write(&replay, "").unwrap();
-    let runtime = |dirs: &[PathBuf]| {
-        let mut config = Config::default();
-        config.provider.kind = ProviderKind::Replay;
-        config.provider.replay = Some(replay.clone());
-        let provider = Provider::from_settings(&config.provider_settings()).unwrap();
-        let mut rt = Runtime::new(Workspace::new(&ws_dir).unwrap(), config, provider);
-        rt.load_plugins(dirs).unwrap();
-        rt
-    };
+    let runtime = |dirs: &[PathBuf]| replay_runtime(tmp.path(), &ws_dir, dirs).unwrap();
     let reply = |name: &str, arguments: serde_json::Value| ModelResponse {
         reply: ModelReply::ToolCall {
             name: name.into(),
@@ -1028,10 +1117,24 @@ fn built_in_kinds_load_when_a_step_first_needs_them() {
     .unwrap();
 
     let rt = runtime(&[]);
+    let task_types = rt.schemas.names();
+    assert!(task_types.len() >= 11, "{task_types:?}");
+    let loaded_types = |rt: &Runtime| -> Vec<String> {
+        task_types
+            .iter()
+            .filter(|t| rt.schemas.is_loaded(t) == Some(true))
+            .cloned()
+            .collect()
+    };
+    assert!(
+        loaded_types(&rt).is_empty(),
+        "no task type before a task is opened"
+    );
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let exec = Executor::new(&rt, rt.create_task(&spec).unwrap());
     let prepared = exec.prepare().unwrap();
     assert!(prepared.prompt.total_tokens > 0);
+    assert_eq!(loaded_types(&rt), ["fix_violation"]);
     let loaded = |rt: &Runtime| {
         [
             rt.extractors.is_loaded(),

@@ -156,11 +156,11 @@ fn main() {
             .unwrap_or_else(|e| panic!("precompiling {} failed: {e:#}", wasm.display()));
         let precompiled = out_dir.join(format!("{file}.cwasm"));
         std::fs::write(&precompiled, native).expect("write the precompiled component");
-        let kind = manifest_kind(&manifest);
+        let (kind, task_type) = manifest_index(&manifest);
         let digest: [u8; 32] = sha2::Sha256::digest(&bytes).into();
         out.push_str(&format!(
             "    agentforge_plugin_host::Embedded {{ folder: {name:?}, manifest: include_str!({:?}), kind: {kind:?}, \
-             wasm: include_bytes!({:?}), precompiled: include_bytes!({:?}), wasm_sha256: {digest:?} }},\n",
+             task_type: {task_type:?}, wasm: include_bytes!({:?}), precompiled: include_bytes!({:?}), wasm_sha256: {digest:?} }},\n",
             path_str(&manifest),
             path_str(&embedded),
             path_str(&precompiled)
@@ -170,18 +170,24 @@ fn main() {
     std::fs::write(out_dir.join("builtin_plugins.rs"), out).expect("write builtin_plugins.rs");
 }
 
-/// The `kind` of the manifest at `path` (the host checks the whole manifest when it
-/// loads the plugin; this is only the table's index by kind).
-fn manifest_kind(path: &Path) -> String {
+/// The `kind` and `task_type` of the manifest at `path` (the host checks the whole
+/// manifest when it loads the plugin; this is only the table's index).
+fn manifest_index(path: &Path) -> (String, Option<String>) {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let table: toml::Table = text
         .parse()
         .unwrap_or_else(|e| panic!("{} is not valid TOML: {e}", path.display()));
-    match table.get("kind") {
+    let kind = match table.get("kind") {
         Some(toml::Value::String(kind)) => kind.clone(),
         _ => panic!("{} has no `kind` string", path.display()),
-    }
+    };
+    let task_type = match table.get("task_type") {
+        None => None,
+        Some(toml::Value::String(t)) => Some(t.clone()),
+        Some(_) => panic!("{}: `task_type` is not a string", path.display()),
+    };
+    (kind, task_type)
 }
 
 fn path_str(p: &Path) -> String {

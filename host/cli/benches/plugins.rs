@@ -389,15 +389,24 @@ fn builtin_setup(tmp: &Path) {
     std::fs::write(ws.join("empty.jsonl"), "").unwrap();
     std::env::set_var("AGENTFORGE_CACHE_DIR", tmp.join("setup-cache"));
     let mut setup = Vec::new();
+    let mut task_type = Vec::new();
     for _ in 0..30 {
         let t = Instant::now();
         let rt = run_setup(&ws, &[]);
         setup.push(t.elapsed());
+        // What opening a task adds: its one task type loads (the others never do).
+        let t = Instant::now();
+        rt.schemas.get("fix_violation").unwrap();
+        task_type.push(t.elapsed());
         drop(rt);
     }
     println!(
         "run set-up, built-in plugins only (no folder), 30 runs: {}",
         Summary::of_times(&setup).time()
+    );
+    println!(
+        "  then the first use of a task type (`fix_violation` loads): {}",
+        Summary::of_times(&task_type).time()
     );
 }
 

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use agentforge_core::deferred::{Deferred, FillPanicked};
 use agentforge_core::phases::{PhaseGraph, PhaseGraphError};
 use agentforge_core::state::TaskState;
 use agentforge_core::task::TaskSpec;
@@ -133,9 +134,51 @@ fn list(errors: &[PhaseGraphError]) -> String {
         .join("; ")
 }
 
+/// A task type that could not be opened: not registered, or its plugin failed to load
+/// when a task of that type was first opened.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TaskTypeError {
+    /// No plugin defines it.
+    #[error(transparent)]
+    Unknown(#[from] UnknownTaskType),
+    /// Its plugin is registered by its manifest and failed to load, or what it describes
+    /// does not match (another name, an invalid phase graph).
+    #[error("task type `{task_type}` (plugin `{plugin}`) cannot be used: {message}")]
+    Unavailable {
+        /// The task type.
+        task_type: String,
+        /// The plugin that defines it.
+        plugin: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Why a task type registered by name failed on first use (the registry adds its name).
+#[derive(Debug, Clone, PartialEq)]
+struct LoadFailed(String);
+
+impl From<FillPanicked> for LoadFailed {
+    fn from(e: FillPanicked) -> Self {
+        LoadFailed(e.to_string())
+    }
+}
+
+/// Loads a task type registered by name ([`SchemaRegistry::register_on_first_use`]).
+pub type LoadSchema = Box<dyn FnOnce() -> Result<Box<dyn ContextSchema>, String> + Send>;
+
+/// A registered task type: loaded, or loaded when first asked for.
+enum Entry {
+    Ready(Box<dyn ContextSchema>),
+    OnFirstUse {
+        plugin: String,
+        schema: Deferred<Box<dyn ContextSchema>, LoadFailed>,
+    },
+}
+
 /// The task types known to a run.
 pub struct SchemaRegistry {
-    schemas: BTreeMap<String, Box<dyn ContextSchema>>,
+    schemas: BTreeMap<String, Entry>,
 }
 
 impl Default for SchemaRegistry {
@@ -160,31 +203,98 @@ impl SchemaRegistry {
         s: Box<dyn ContextSchema>,
         actions: &[&str],
     ) -> Result<(), InvalidSchema> {
-        s.phase_graph()
-            .validate(actions)
-            .map_err(|errors| InvalidSchema {
-                task_type: s.name().to_string(),
-                errors,
-            })?;
-        self.schemas.insert(s.name().to_string(), s);
+        validate(s.as_ref(), actions)?;
+        self.schemas.insert(s.name().to_string(), Entry::Ready(s));
         Ok(())
     }
 
-    /// The task type `task_type`, or an error listing the known ones.
-    pub fn get(&self, task_type: &str) -> Result<&dyn ContextSchema, UnknownTaskType> {
-        self.schemas
-            .get(task_type)
-            .map(|b| b.as_ref())
-            .ok_or_else(|| UnknownTaskType {
+    /// Adds (or replaces) task type `task_type`, defined by plugin `plugin`, without
+    /// loading it: `load` runs when the task type is first asked for ([`Self::get`],
+    /// [`Self::load_all`]), once. What it loads must describe `task_type`, and its phase
+    /// graph may use `actions`; a failure is kept and returned on every later use.
+    pub fn register_on_first_use(
+        &mut self,
+        task_type: &str,
+        plugin: &str,
+        actions: Vec<String>,
+        load: LoadSchema,
+    ) {
+        let expected = task_type.to_string();
+        let schema = Deferred::on_first_use(move || {
+            let s = load().map_err(LoadFailed)?;
+            if s.name() != expected {
+                return Err(LoadFailed(format!(
+                    "its manifest says `task_type = {expected:?}` but the component describes task type `{}`; make the two agree",
+                    s.name()
+                )));
+            }
+            let actions: Vec<&str> = actions.iter().map(String::as_str).collect();
+            validate(s.as_ref(), &actions).map_err(|e| LoadFailed(e.to_string()))?;
+            Ok(s)
+        });
+        self.schemas.insert(
+            task_type.to_string(),
+            Entry::OnFirstUse {
+                plugin: plugin.to_string(),
+                schema,
+            },
+        );
+    }
+
+    /// The task type `task_type` (loading it if it was registered by name), or an error
+    /// listing the known ones or saying why it failed to load.
+    pub fn get(&self, task_type: &str) -> Result<&dyn ContextSchema, TaskTypeError> {
+        match self.schemas.get(task_type) {
+            Some(Entry::Ready(s)) => Ok(s.as_ref()),
+            Some(Entry::OnFirstUse { plugin, schema }) => {
+                schema
+                    .get()
+                    .map(|s| s.as_ref())
+                    .map_err(|LoadFailed(message)| TaskTypeError::Unavailable {
+                        task_type: task_type.to_string(),
+                        plugin: plugin.clone(),
+                        message,
+                    })
+            }
+            None => Err(UnknownTaskType {
                 name: task_type.to_string(),
-                known: self.schemas.keys().cloned().collect(),
-            })
+                known: self.names(),
+            }
+            .into()),
+        }
+    }
+
+    /// Loads every task type registered by name that is not loaded yet (`--strict`: every
+    /// broken plugin known before a run starts) and returns those that failed.
+    pub fn load_all(&self) -> Vec<TaskTypeError> {
+        self.schemas
+            .keys()
+            .filter_map(|name| self.get(name).err())
+            .collect()
+    }
+
+    /// Whether task type `task_type` is loaded (`None`: not registered).
+    pub fn is_loaded(&self, task_type: &str) -> Option<bool> {
+        self.schemas.get(task_type).map(|e| match e {
+            Entry::Ready(_) => true,
+            Entry::OnFirstUse { schema, .. } => schema.is_loaded(),
+        })
     }
 
     /// The known task type names, sorted.
     pub fn names(&self) -> Vec<String> {
         self.schemas.keys().cloned().collect()
     }
+}
+
+/// Checks the phase graph of `s` against the actions a run offers.
+fn validate(s: &dyn ContextSchema, actions: &[&str]) -> Result<(), InvalidSchema> {
+    s.phase_graph()
+        .validate(actions)
+        .map_err(|errors| InvalidSchema {
+            task_type: s.name().to_string(),
+            errors,
+        })
 }
 
 #[cfg(test)]
@@ -585,6 +695,86 @@ mod tests {
         r.register(Box::new(FixViolation())).unwrap();
         let err = r.get("refactor").err().unwrap().to_string();
         assert!(err.contains("known task types: fix_violation"), "{err}");
+    }
+
+    #[test]
+    fn a_task_type_registered_by_name_loads_once_on_first_use_and_is_checked_then() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let loads = Arc::new(AtomicUsize::new(0));
+        let actions: Vec<String> = BUILTIN_ACTIONS.iter().map(|a| a.to_string()).collect();
+        let counted = |loads: &Arc<AtomicUsize>, s: Box<dyn ContextSchema>| -> LoadSchema {
+            let loads = loads.clone();
+            Box::new(move || {
+                loads.fetch_add(1, Ordering::SeqCst);
+                Ok(s)
+            })
+        };
+        let mut r = SchemaRegistry::default();
+        r.register_on_first_use(
+            "fix_violation",
+            "schema-fix-violation",
+            actions.clone(),
+            counted(&loads, Box::new(FixViolation())),
+        );
+        // Named `write_tests` but describes `fix_violation`.
+        r.register_on_first_use(
+            "write_tests",
+            "misnamed",
+            actions.clone(),
+            counted(&loads, Box::new(FixViolation())),
+        );
+        let mut g = FixViolation().1;
+        g.transitions[0].to = "review".into();
+        r.register_on_first_use(
+            "broken",
+            "broken-plugin",
+            actions.clone(),
+            counted(&loads, Box::new(Broken(g))),
+        );
+        r.register_on_first_use(
+            "failing",
+            "failing-plugin",
+            actions,
+            Box::new(|| Err("component refused: boom".to_string())),
+        );
+        assert_eq!(
+            r.names(),
+            ["broken", "failing", "fix_violation", "write_tests"]
+        );
+        assert_eq!(loads.load(Ordering::SeqCst), 0, "registering loads nothing");
+        assert_eq!(r.is_loaded("fix_violation"), Some(false));
+        assert_eq!(r.is_loaded("refactor"), None);
+
+        assert_eq!(r.get("fix_violation").unwrap().name(), "fix_violation");
+        assert_eq!(r.get("fix_violation").unwrap().initial_phase(), "analyze");
+        assert_eq!(loads.load(Ordering::SeqCst), 1, "loaded once");
+        assert_eq!(r.is_loaded("fix_violation"), Some(true));
+        assert_eq!(r.is_loaded("write_tests"), Some(false));
+
+        let misnamed = r.get("write_tests").err().unwrap();
+        assert!(
+            matches!(&misnamed, TaskTypeError::Unavailable { plugin, .. } if plugin == "misnamed"),
+            "{misnamed:?}"
+        );
+        let msg = misnamed.to_string();
+        assert!(msg.contains("`task_type = \"write_tests\"`"), "{msg}");
+        assert!(msg.contains("describes task type `fix_violation`"), "{msg}");
+        let broken = r.get("broken").err().unwrap().to_string();
+        assert!(broken.contains("unknown phase `review`"), "{broken}");
+        let failing = r.get("failing").err().unwrap().to_string();
+        assert!(
+            failing.contains("`failing`")
+                && failing.contains("failing-plugin")
+                && failing.contains("boom"),
+            "{failing}"
+        );
+        // Failures are kept, not retried; `load_all` reports each broken one once more.
+        assert_eq!(loads.load(Ordering::SeqCst), 3);
+        let all: Vec<String> = r.load_all().iter().map(ToString::to_string).collect();
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert_eq!(loads.load(Ordering::SeqCst), 3);
+        assert!(matches!(r.get("refactor"), Err(TaskTypeError::Unknown(_))));
     }
 
     /// A task type that declares its inputs, as a native implementation would.

@@ -1,11 +1,12 @@
-//! Registries filled on first use: a run loads the built-in plugins of a kind (extractors,
-//! gates, guards) when a step first needs that kind, so `resume` reaches its next model
-//! request having loaded only the task type it renders the prompt from.
+//! Values made on first use: a run loads the plugins of a kind (extractors, gates, guards)
+//! when a step first needs that kind, and each task type when a task of that type is first
+//! opened, so `resume` reaches its next model request having loaded only the task type it
+//! renders the prompt from.
 
 use std::sync::{Mutex, OnceLock};
 
-/// Fills a registry: adds the plugins of its kind.
-type Fill<T, E> = Box<dyn FnOnce(&mut T) -> Result<(), E> + Send>;
+/// Makes the value.
+type Make<T, E> = Box<dyn FnOnce() -> Result<T, E> + Send>;
 
 /// The fill of a registry panicked on an earlier use, so the registry has no value and
 /// no fill left to run.
@@ -17,7 +18,7 @@ pub struct FillPanicked;
 /// its fill fails with.
 pub struct Deferred<T, E> {
     ready: OnceLock<Result<T, E>>,
-    pending: Mutex<Option<(T, Fill<T, E>)>>,
+    pending: Mutex<Option<Make<T, E>>>,
 }
 
 impl<T, E: Clone + From<FillPanicked>> Deferred<T, E> {
@@ -30,10 +31,21 @@ impl<T, E: Clone + From<FillPanicked>> Deferred<T, E> {
     }
 
     /// A registry that starts as `base` and is completed by `fill` on first use.
-    pub fn later(base: T, fill: impl FnOnce(&mut T) -> Result<(), E> + Send + 'static) -> Self {
+    pub fn later(base: T, fill: impl FnOnce(&mut T) -> Result<(), E> + Send + 'static) -> Self
+    where
+        T: Send + 'static,
+    {
+        Deferred::on_first_use(move || {
+            let mut value = base;
+            fill(&mut value).map(|()| value)
+        })
+    }
+
+    /// A value made by `make` on first use.
+    pub fn on_first_use(make: impl FnOnce() -> Result<T, E> + Send + 'static) -> Self {
         Deferred {
             ready: OnceLock::new(),
-            pending: Mutex::new(Some((base, Box::new(fill)))),
+            pending: Mutex::new(Some(Box::new(make))),
         }
     }
 
@@ -51,7 +63,7 @@ impl<T, E: Clone + From<FillPanicked>> Deferred<T, E> {
                 // registry failed, not half-filled.
                 let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
                 match pending.take() {
-                    Some((mut value, fill)) => fill(&mut value).map(|()| value),
+                    Some(make) => make(),
                     None => Err(FillPanicked.into()),
                 }
             })

@@ -14,6 +14,7 @@ pub mod args;
 pub mod budget;
 pub mod command;
 pub mod cost;
+pub mod deferred;
 pub mod edit;
 pub mod extract;
 pub mod fault;

@@ -143,9 +143,9 @@ pub enum ExecError {
     /// Built-in plugins loaded on first use failed to load (the binary is broken).
     #[error(transparent)]
     Plugins(PluginSetupError),
-    /// The task's type is not registered.
+    /// The task's type is not registered, or its plugin failed to load.
     #[error(transparent)]
-    UnknownTaskType(#[from] agentforge_context::schemas::UnknownTaskType),
+    TaskType(#[from] agentforge_context::schemas::TaskTypeError),
     /// What runs after a recorded step failed (the step stays recorded; `resume`
     /// continues after it).
     #[error("after step {step}: {message}")]
@@ -188,7 +188,7 @@ impl ExecError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ExecError::Config(_)
-            | ExecError::UnknownTaskType(_)
+            | ExecError::TaskType(_)
             | ExecError::Prompt(_)
             | ExecError::Context(_) => exit::USAGE,
             ExecError::Store(StoreError::Busy { .. }) => exit::BUSY,
@@ -364,16 +364,24 @@ fn print_notes(plugins: &[agentforge_plugin_host::LoadedPlugin]) {
     }
 }
 
-/// The embedded built-in plugins whose manifest's kind `keep` accepts (`None`: a kind
-/// this host does not know, reported when the plugin loads).
+/// The embedded built-in plugins `keep` accepts.
 fn builtins_where(
-    keep: impl Fn(Option<agentforge_plugin_host::PluginKind>) -> bool,
+    keep: impl Fn(&agentforge_plugin_host::Embedded) -> bool,
 ) -> Vec<agentforge_plugin_host::Embedded> {
     agentforge_builtins::BUILTIN_PLUGINS
         .iter()
-        .filter(|b| keep(b.kind()))
+        .filter(|b| keep(b))
         .copied()
         .collect()
+}
+
+/// A loaded plugin as a task type for the registry.
+fn task_type_of(p: agentforge_plugin_host::LoadedPlugin) -> Result<Box<dyn ContextSchema>, String> {
+    print_notes(std::slice::from_ref(&p));
+    match p.as_schema() {
+        Some(s) => Ok(Box::new(s)),
+        None => Err(format!("plugin `{}` is not a context schema", p.name())),
+    }
 }
 
 fn install_extractors(into: &mut Extractors, plugins: Vec<agentforge_plugin_host::LoadedPlugin>) {
@@ -507,11 +515,13 @@ impl Runtime {
     /// plugins, which are skipped; two folder plugins claiming one task type, tool or
     /// check is an error naming both, and so is a broken built-in.
     ///
-    /// Task types and tools (built-in and of folders) load now: the first prompt needs
-    /// them. Extractors, gates and guards, built-in and of folders, load when a step first
+    /// Tools (built-in and of folders) load now: the first prompt offers them. A task type
+    /// whose manifest names it (`task_type`, as every built-in one does) is registered by
+    /// that name and loads when a task of that type is first opened; other task types load
+    /// now. Extractors, gates and guards, built-in and of folders, load when a step first
     /// uses their kind ([`Deferred`]); only their folders' manifests are read now. The
     /// errors of plugins loaded later are printed then (`plugin error: ...`) and kept for
-    /// [`Runtime::load_deferred_plugins`], which loads every kind at once (`--strict`).
+    /// [`Runtime::load_deferred_plugins`], which loads everything at once (`--strict`).
     pub fn load_plugins(
         &mut self,
         dirs: &[std::path::PathBuf],
@@ -555,10 +565,31 @@ impl Runtime {
         let (mut later, now): (Vec<_>, Vec<_>) = folders
             .into_iter()
             .partition(|f| f.kind().is_some_and(|k| DEFERRED.contains(&k)));
+        let named_task_type = |kind: Option<PluginKind>, task_type: Option<&str>| {
+            kind == Some(PluginKind::ContextSchema) && task_type.is_some()
+        };
+        let (by_name, now): (Vec<_>, Vec<_>) = now
+            .into_iter()
+            .partition(|f| named_task_type(f.kind(), f.manifest.task_type.as_deref()));
         let (from_folders, errors) = load_folders(now, &cache, &opts);
         warnings.extend(errors.iter().map(|e| e.to_string()));
+        // The task types of folders, and their plugins: a built-in task type of the same
+        // name, or from a plugin of the same name, is replaced by the folder's.
+        let mut folder_task_types: Vec<(String, String)> = from_folders
+            .iter()
+            .filter(|p| p.kind() == PluginKind::ContextSchema)
+            .flat_map(|p| p.claims().into_iter().map(|t| (t, p.name().to_string())))
+            .collect();
+        let folder_schema_plugins: Vec<String> = folder_task_types
+            .iter()
+            .map(|(_, p)| p.clone())
+            .chain(by_name.iter().map(|f| f.manifest.name.clone()))
+            .collect();
         let (all, refused) = with_builtins(
-            &builtins_where(|k| k.is_none_or(|k| !DEFERRED.contains(&k))),
+            &builtins_where(|b| {
+                b.kind().is_none_or(|k| !DEFERRED.contains(&k))
+                    && !named_task_type(b.kind(), b.task_type)
+            }),
             from_folders,
             &cache,
             &opts,
@@ -566,6 +597,67 @@ impl Runtime {
         )?;
         warnings.extend(refused);
         warnings.extend(self.install(all)?);
+        // Task types registered by name, folders' first: their phase graphs may offer the
+        // tools loaded above.
+        let actions: Vec<String> = agentforge_context::schemas::BUILTIN_ACTIONS
+            .iter()
+            .map(|a| a.to_string())
+            .chain(self.tools.iter().map(|t| t.name().to_string()))
+            .collect();
+        let shared = std::sync::Arc::new((cache.clone(), opts.clone()));
+        for folder in by_name {
+            let (plugin, task_type) = (
+                folder.manifest.name.clone(),
+                folder.manifest.task_type.clone(),
+            );
+            let Some(task_type) = task_type else { continue };
+            if let Some((_, first)) = folder_task_types.iter().find(|(t, _)| *t == task_type) {
+                return Err(PluginSetupError::TaskTypeTwice {
+                    first: first.clone(),
+                    second: plugin,
+                    task_type,
+                });
+            }
+            folder_task_types.push((task_type.clone(), plugin.clone()));
+            let shared = shared.clone();
+            self.schemas.register_on_first_use(
+                &task_type,
+                &plugin,
+                actions.clone(),
+                Box::new(move || {
+                    let (cache, opts) = &*shared;
+                    task_type_of(folder.load(cache, opts).map_err(|e| e.to_string())?)
+                }),
+            );
+        }
+        for builtin in builtins_where(|b| named_task_type(b.kind(), b.task_type)) {
+            let Some(task_type) = builtin.task_type else {
+                continue;
+            };
+            if folder_task_types.iter().any(|(t, _)| t == task_type)
+                || folder_schema_plugins.iter().any(|p| p == builtin.folder)
+            {
+                continue;
+            }
+            let shared = shared.clone();
+            self.schemas.register_on_first_use(
+                task_type,
+                builtin.folder,
+                actions.clone(),
+                Box::new(move || {
+                    let (cache, opts) = &*shared;
+                    let (mut loaded, errors) = agentforge_plugin_host::load_builtin(
+                        std::slice::from_ref(&builtin),
+                        cache,
+                        opts,
+                    );
+                    if let Some(e) = errors.first() {
+                        return Err(format!("built-in plugin: {e} (the binary is broken)"));
+                    }
+                    task_type_of(loaded.pop().ok_or("the built-in did not load")?)
+                }),
+            );
+        }
         for kind in DEFERRED {
             let folders: Vec<_>;
             (folders, later) = later.into_iter().partition(|f| f.kind() == Some(kind));
@@ -575,7 +667,7 @@ impl Runtime {
             let load = move || {
                 let (from_folders, errors) = load_folders(folders, &cache, &opts);
                 let (all, refused) = with_builtins(
-                    &builtins_where(|k| k == Some(kind)),
+                    &builtins_where(|b| b.kind() == Some(kind)),
                     from_folders,
                     &cache,
                     &opts,
@@ -618,17 +710,23 @@ impl Runtime {
     }
 
     /// Loads the plugins [`Runtime::load_plugins`] left for first use (extractors, gates,
-    /// guards), now, and returns the errors of the plugins that failed to load (each was
-    /// also printed). A broken built-in or two gates on one check is the error.
+    /// guards, task types registered by name), now, and returns the errors of the plugins
+    /// that failed to load (each was also printed). A broken built-in extractor, gate or
+    /// guard, or two gates on one check, is the error.
     pub fn load_deferred_plugins(&self) -> Result<Vec<String>, PluginSetupError> {
         self.extractors.get()?;
         self.gates.get()?;
         self.guards.get()?;
-        Ok(self
+        let mut errors = self
             .late_warnings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone())
+            .clone();
+        for e in self.schemas.load_all() {
+            eprintln!("plugin error: {e}");
+            errors.push(e.to_string());
+        }
+        Ok(errors)
     }
 
     /// Wires loaded plugins into the run (see [`Runtime::load_plugins`]). Returns the

@@ -3,7 +3,9 @@
 //! configuration ([`config`]) that wires providers, plugins, budgets and checks.
 
 pub mod config;
-pub mod deferred;
+/// Registries filled on first use (moved to `agentforge-core`, which the task-type
+/// registry also uses).
+pub use agentforge_core::deferred;
 pub mod embedding;
 pub mod executor;
 pub mod git;

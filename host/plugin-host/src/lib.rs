@@ -812,6 +812,8 @@ pub struct Embedded {
     pub manifest: &'static str,
     /// The manifest's `kind`, as written (`extractor`, `gate`, ...).
     pub kind: &'static str,
+    /// The manifest's `task_type` (context schemas that name theirs).
+    pub task_type: Option<&'static str>,
     /// The component.
     pub wasm: &'static [u8],
     /// The component precompiled for the host's engine configuration.

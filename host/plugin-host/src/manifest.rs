@@ -242,6 +242,12 @@ pub struct Manifest {
     /// contract version and serves plugins of every API version.
     #[serde(default)]
     pub input_schema: Option<toml::Table>,
+    /// Context schemas only: the task type the component describes (`fix_violation`).
+    /// With it, a run registers the task type from the manifest and loads the component
+    /// when a task of that type is first opened (the name it describes must be this one);
+    /// without it, every run loads the component at set-up to ask its name.
+    #[serde(default)]
+    pub task_type: Option<String>,
 }
 
 /// Largest `plugin.toml` read.
@@ -375,6 +381,24 @@ impl Manifest {
                 ));
             }
         }
+        if let Some(task_type) = &m.task_type {
+            let line = text
+                .lines()
+                .position(|l| l.trim_start().starts_with("task_type"))
+                .map(|i| i + 1);
+            let problem = if kind != PluginKind::ContextSchema {
+                Some("only a context-schema plugin names a task type".to_string())
+            } else {
+                check_task_type_name(task_type).err()
+            };
+            if let Some(problem) = problem {
+                return Err(PluginLoadError::BadManifest {
+                    path: path.clone(),
+                    line,
+                    message: format!("`task_type = {task_type:?}`: {problem}"),
+                });
+            }
+        }
         if ApiVersion::of(&m.api).is_none() {
             return Err(PluginLoadError::ApiMismatch {
                 plugin: m.name.clone(),
@@ -406,6 +430,22 @@ impl Manifest {
             kind: self.kind_name.clone(),
         })
     }
+}
+
+/// A task type name is lowercase ASCII letters, digits and `_` (it is a `task.yaml`
+/// value and part of prompt template names, `<task_type>.<phase>.j2`).
+pub fn check_task_type_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > MAX_NAME_LEN
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        return Err(format!(
+            "task type name `{name}` must be lowercase letters, digits and `_` (at most {MAX_NAME_LEN})"
+        ));
+    }
+    Ok(())
 }
 
 /// A plugin name is lowercase ASCII letters, digits and `-`, starting with a letter, at
@@ -465,6 +505,38 @@ mod tests {
             matches!(e, PluginLoadError::BadManifest { line: Some(3), .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn task_type_is_a_context_schema_s_and_a_task_type_name() {
+        let manifest = |kind: &str, task_type: &str| {
+            format!(
+                "name = \"s\"\nversion = \"1\"\nkind = \"{kind}\"\napi = \"0.3.0\"\ncomponent = \"s.wasm\"\ntask_type = \"{task_type}\"\n"
+            )
+        };
+        let path = Path::new("s/plugin.toml");
+        let m = Manifest::parse(&manifest("context-schema", "fix_lint2"), path).unwrap();
+        assert_eq!(m.task_type.as_deref(), Some("fix_lint2"));
+        for (kind, task_type, says) in [
+            (
+                "extractor",
+                "fix_lint",
+                "only a context-schema plugin names a task type",
+            ),
+            (
+                "context-schema",
+                "Fix-Lint",
+                "lowercase letters, digits and `_`",
+            ),
+            ("context-schema", "", "lowercase letters, digits and `_`"),
+        ] {
+            let e = Manifest::parse(&manifest(kind, task_type), path).unwrap_err();
+            assert!(
+                matches!(&e, PluginLoadError::BadManifest { line: Some(6), message, .. }
+                    if message.contains(says) && message.contains("task_type")),
+                "{kind} {task_type:?}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -58,17 +58,7 @@ pub(super) fn describe(
             _ => Err(wrong_instance()),
         })
         .map_err(PluginLoadError::Call)?;
-    if d.name.is_empty()
-        || !d
-            .name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    {
-        return Err(invalid(format!(
-            "task type name `{}` must be lowercase letters, digits and `_`",
-            d.name
-        )));
-    }
+    super::manifest::check_task_type_name(&d.name).map_err(invalid)?;
     let graph: PhaseGraph = serde_json::from_str(&d.phase_graph_json).map_err(|e| {
         invalid(format!(
             "task type `{}`: the phase graph JSON does not fit the host's shape (docs/plugins.md): {e}",
