@@ -328,8 +328,9 @@ fn ten_plugins(plugin: &Path, tmp: &Path) {
         warm.push(load(&cache).0);
     }
     // A run's set-up with the 10 plugins in its plugin folder (`Runtime::load_plugins`):
-    // their manifests are read and the built-in task types loaded; the extractors (these
-    // 10 and the built-in ones) load when a step first extracts facts, measured apart.
+    // their manifests are read and the built-in task types registered by name (each loads
+    // when a task of its type is opened, `-- setup`); the extractors (these 10 and the
+    // built-in ones) load when a step first extracts facts, measured apart.
     std::env::set_var("AGENTFORGE_CACHE_DIR", &cache);
     let ws = tmp.join("ten-ws");
     std::fs::create_dir_all(&ws).unwrap();
