@@ -920,6 +920,16 @@ fn task_types_named_by_their_manifest_load_on_first_use() {
         m.replace("name = \"schema-critic\"", "name = \"misnamed\"")
             .replace("task_type = \"critic\"", "task_type = \"wrong_name\"")
     });
+    // `plugins check` (a load as a run does it) reports the disagreement too.
+    let (_, errors) = load_dir(&folder, &tmp.path().join("cache"));
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert!(
+        errors.len() == 1
+            && errors[0].contains("`misnamed`")
+            && errors[0].contains("task_type = \"wrong_name\"")
+            && errors[0].contains("describes task type `critic`"),
+        "{errors:?}"
+    );
     let rt = runtime(std::slice::from_ref(&folder)).unwrap();
     assert_eq!(rt.schemas.is_loaded("fixer"), Some(false));
     assert_eq!(rt.schemas.is_loaded("wrong_name"), Some(false));

@@ -1233,9 +1233,7 @@ fn load_parts(
                 })?,
             };
         }
-        PluginKind::ContextSchema => {
-            inner.schema = Some(task_types::describe(&inner, manifest.input_schema_json())?)
-        }
+        PluginKind::ContextSchema => inner.schema = Some(task_types::describe(&inner, &manifest)?),
         PluginKind::Tool => inner.tool = Some(tools::describe(&inner)?),
         PluginKind::Guard => {}
     }

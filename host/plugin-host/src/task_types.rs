@@ -14,7 +14,8 @@ use super::bindings::v0_3::schema::{
     CurrentState, FileInsert, PromptTemplate, SchemaInfo as WitSchemaInfo,
 };
 use super::{
-    output, wrong_instance, Inner, Instance, PluginError, PluginLoadError, MAX_RETURN_BYTES,
+    output, wrong_instance, Inner, Instance, Manifest, PluginError, PluginLoadError,
+    MAX_RETURN_BYTES,
 };
 use agentforge_context::schemas::{numbered_file, ContextSchema};
 use agentforge_context::Budgets;
@@ -43,10 +44,7 @@ pub(crate) struct SchemaInfo {
 /// Asks the plugin for its description and checks its shape: a task type name, known
 /// budget keys whose sum fits, a phase graph in the host's shape (whether its actions
 /// exist is checked when it is registered, when the tools are known), template names.
-pub(super) fn describe(
-    inner: &Inner,
-    input_schema: Option<Value>,
-) -> Result<SchemaInfo, PluginLoadError> {
+pub(super) fn describe(inner: &Inner, manifest: &Manifest) -> Result<SchemaInfo, PluginLoadError> {
     let invalid = |message: String| PluginLoadError::Invalid {
         plugin: inner.name.clone(),
         message,
@@ -59,6 +57,13 @@ pub(super) fn describe(
         })
         .map_err(PluginLoadError::Call)?;
     super::manifest::check_task_type_name(&d.name).map_err(invalid)?;
+    // A run registers the task type by the manifest's name before loading the component.
+    if let Some(named) = manifest.task_type.as_ref().filter(|t| **t != d.name) {
+        return Err(invalid(format!(
+            "its manifest says `task_type = {named:?}` but the component describes task type `{}`; make the two agree",
+            d.name
+        )));
+    }
     let graph: PhaseGraph = serde_json::from_str(&d.phase_graph_json).map_err(|e| {
         invalid(format!(
             "task type `{}`: the phase graph JSON does not fit the host's shape (docs/plugins.md): {e}",
@@ -91,7 +96,7 @@ pub(super) fn describe(
         graph,
         prompts: d.prompts.into_iter().map(|t| (t.name, t.source)).collect(),
         default_success_criteria: d.default_success_criteria,
-        input_schema,
+        input_schema: manifest.input_schema_json(),
     })
 }
 
