@@ -158,10 +158,19 @@ panic = "abort"
 /// `plugin.toml` of a new plugin.
 pub fn plugin_toml(kind: &str, name: &str) -> String {
     let component = component_file(name);
-    let on_error = if kind == "guard" {
-        "# What a failed call (trap, limit) decides: deny | allow.\non_error = \"deny\"\n"
-    } else {
-        ""
+    let on_error = match kind {
+        "guard" => {
+            "# What a failed call (trap, limit) decides: deny | allow.\non_error = \"deny\"\n"
+                .to_string()
+        }
+        // The name src/lib.rs describes: a run registers the task type by it and loads
+        // the component only when a task of that type is opened.
+        "context-schema" => format!(
+            "# The task type src/lib.rs describes (the two must agree); a run loads this\n\
+             # plugin only when a task of this type is opened.\ntask_type = \"{}\"\n",
+            name.replace('-', "_")
+        ),
+        _ => String::new(),
     };
     let (config, capabilities) = match kind {
         "guard" => ("protected = [\"Cargo.lock\"]\n", ""),
@@ -661,6 +670,17 @@ mod tests {
             assert_eq!(p["kind"].as_str(), Some(*kind));
             assert_eq!(p["api"].as_str(), Some(API));
             assert_eq!(p.contains_key("on_error"), *kind == "guard", "{kind}");
+            // What the host checks of a manifest, short of the component file.
+            crate::plugins::Manifest::parse(
+                &plugin_toml(kind, "my-lint"),
+                Path::new("plugin.toml"),
+            )
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(
+                p.get("task_type").and_then(|t| t.as_str()),
+                (*kind == "context-schema").then_some("my_lint"),
+                "{kind}"
+            );
             let lib = &sources(kind, "my-lint")[0];
             assert_eq!(lib.0, Path::new("src/lib.rs"));
             assert!(!lib.1.contains('@'), "{kind}: unfilled placeholder");
