@@ -223,10 +223,7 @@ impl SchemaRegistry {
         let schema = Deferred::on_first_use(move || {
             let s = load().map_err(LoadFailed)?;
             if s.name() != expected {
-                return Err(LoadFailed(format!(
-                    "its manifest says `task_type = {expected:?}` but the component describes task type `{}`; make the two agree",
-                    s.name()
-                )));
+                return Err(LoadFailed(task_type_mismatch(&expected, s.name())));
             }
             let actions: Vec<&str> = actions.iter().map(String::as_str).collect();
             validate(s.as_ref(), &actions).map_err(|e| LoadFailed(e.to_string()))?;
@@ -285,6 +282,15 @@ impl SchemaRegistry {
     pub fn names(&self) -> Vec<String> {
         self.schemas.keys().cloned().collect()
     }
+}
+
+/// Why a plugin whose manifest names task type `named` is refused when its component
+/// describes `described` (the plugin host checks it when loading; the registry again on
+/// first use, for loaders that do not go through a manifest).
+pub fn task_type_mismatch(named: &str, described: &str) -> String {
+    format!(
+        "its manifest says `task_type = {named:?}` but the component describes task type `{described}`; make the two agree"
+    )
 }
 
 /// Checks the phase graph of `s` against the actions a run offers.

@@ -8,21 +8,21 @@ use std::sync::{Mutex, OnceLock};
 /// Makes the value.
 type Make<T, E> = Box<dyn FnOnce() -> Result<T, E> + Send>;
 
-/// The fill of a registry panicked on an earlier use, so the registry has no value and
-/// no fill left to run.
+/// Making the value panicked on an earlier use, so there is no value and nothing left to
+/// run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a plugin registry's loading failed earlier (it panicked)")]
 pub struct FillPanicked;
 
-/// A registry of one plugin kind, complete now or on first [`Deferred::get`]; `E` is what
-/// its fill fails with.
+/// A value ready now or made on first [`Deferred::get`] (a registry of one plugin kind, a
+/// task type); `E` is what making it fails with.
 pub struct Deferred<T, E> {
     ready: OnceLock<Result<T, E>>,
     pending: Mutex<Option<Make<T, E>>>,
 }
 
 impl<T, E: Clone + From<FillPanicked>> Deferred<T, E> {
-    /// A registry that is complete already.
+    /// A value that is ready already.
     pub fn ready(value: T) -> Deferred<T, E> {
         Deferred {
             ready: OnceLock::from(Ok(value)),
@@ -49,13 +49,13 @@ impl<T, E: Clone + From<FillPanicked>> Deferred<T, E> {
         }
     }
 
-    /// Whether the registry has been completed (for tests and `--verbose` output).
+    /// Whether the value has been made, or failed to be (for tests and `--verbose` output).
     pub fn is_loaded(&self) -> bool {
         self.ready.get().is_some()
     }
 
-    /// The registry, completing it first if needed. A failure to complete is kept and
-    /// returned again on every later call (a broken built-in does not heal).
+    /// The value, making it first if needed. A failure is kept and returned again on every
+    /// later call (a broken built-in does not heal).
     pub fn get(&self) -> Result<&T, E> {
         self.ready
             .get_or_init(|| {
@@ -71,7 +71,7 @@ impl<T, E: Clone + From<FillPanicked>> Deferred<T, E> {
             .map_err(Clone::clone)
     }
 
-    /// The registry for changes at set-up, completing it first if needed.
+    /// The value for changes at set-up, making it first if needed.
     pub fn get_mut(&mut self) -> Result<&mut T, E> {
         self.get()?;
         match self.ready.get_mut() {

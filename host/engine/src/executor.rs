@@ -606,11 +606,10 @@ impl Runtime {
             .collect();
         let shared = std::sync::Arc::new((cache.clone(), opts.clone()));
         for folder in by_name {
-            let (plugin, task_type) = (
-                folder.manifest.name.clone(),
-                folder.manifest.task_type.clone(),
-            );
-            let Some(task_type) = task_type else { continue };
+            let Some(task_type) = folder.manifest.task_type.clone() else {
+                continue;
+            };
+            let plugin = folder.manifest.name.clone();
             if let Some((_, first)) = folder_task_types.iter().find(|(t, _)| *t == task_type) {
                 return Err(PluginSetupError::TaskTypeTwice {
                     first: first.clone(),

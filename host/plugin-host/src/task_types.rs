@@ -59,9 +59,8 @@ pub(super) fn describe(inner: &Inner, manifest: &Manifest) -> Result<SchemaInfo,
     super::manifest::check_task_type_name(&d.name).map_err(invalid)?;
     // A run registers the task type by the manifest's name before loading the component.
     if let Some(named) = manifest.task_type.as_ref().filter(|t| **t != d.name) {
-        return Err(invalid(format!(
-            "its manifest says `task_type = {named:?}` but the component describes task type `{}`; make the two agree",
-            d.name
+        return Err(invalid(agentforge_context::schemas::task_type_mismatch(
+            named, &d.name,
         )));
     }
     let graph: PhaseGraph = serde_json::from_str(&d.phase_graph_json).map_err(|e| {
