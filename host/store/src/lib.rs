@@ -14,3 +14,4 @@ pub mod secrets;
 pub mod state_store;
 pub mod tools;
 pub mod trajectory;
+mod yaml_json;
