@@ -571,25 +571,11 @@ impl Segment {
 pub(crate) struct Info<'a> {
     /// The step.
     pub view: &'a StepView,
-    /// Its semantic signature.
-    pub sig: ActionSignature,
-    /// `sig.key()`.
-    pub key: String,
-    /// Action name plus normalized target: one way of going at the problem.
-    pub approach: String,
-    /// The guard signature to block (`name:target`), when blocking it makes sense.
-    pub block: Option<String>,
+    /// What the step shows by itself (shared with every check that looks at it; its
+    /// fields read through `Deref`).
+    fixed: Arc<Fixed>,
     /// Category of the action.
     pub category: ActionCategory,
-    /// Failed or skipped.
-    pub failed: bool,
-    /// Normalized error text of a failed step.
-    pub error_fp: Option<String>,
-    /// Normalized arguments.
-    pub params: Value,
-    /// What the failure of a check step that did not pass means (its
-    /// [`failure_meaning`]): equal for the same failure however reworded.
-    pub verif: Option<String>,
     /// A successful edit that changes only whitespace or comments.
     pub noop: bool,
     /// A no-op edit written differently from every earlier call (respaced, recommented),
@@ -597,8 +583,6 @@ pub(crate) struct Info<'a> {
     pub cosmetic: bool,
     /// The environment posted something new just before this step.
     pub news_before: bool,
-    /// What the failure of a failed step or failing check means ([`failure_meaning`]).
-    pub failure: Option<String>,
     /// Its output differs from the last output of the same call (same action, same
     /// arguments): a polled command moved on, a file changed under a read.
     pub output_new: bool,
@@ -625,26 +609,14 @@ pub(crate) struct Info<'a> {
     pub back_to: Vec<(String, u64, u64)>,
     /// Context indices of earlier successful mutations whose text this one rewrites.
     pub rewrites: Vec<usize>,
-    /// Verification results its summary reports.
-    pub segs: Vec<Segment>,
-    /// Volatile-stripped summary and error of a check step.
-    check_obs: Option<String>,
-    /// What a successful read-like step looked at.
-    pub read_key: Option<String>,
-    /// The part of the file a successful file read showed.
-    range: Option<Coverage>,
-    /// The content words of a message step.
-    words: Option<BTreeSet<String>>,
-    /// Fingerprint of its output ([`output_fingerprint`]).
-    output: Option<String>,
-    /// Of a failed step: its [`failure_headline`] (empty otherwise).
-    pub headline: Arc<str>,
-    /// Of a command: what it runs, arguments aside ([`command_head`]).
-    pub head: Option<Arc<str>>,
-    /// A successful command that changed files ([`command_changes_files`]).
-    pub file_command: bool,
-    /// Its output's [`output_wording`], worked out the first time a prefix needs it.
-    wording: Arc<OnceLock<Option<String>>>,
+}
+
+impl std::ops::Deref for Info<'_> {
+    type Target = Fixed;
+
+    fn deref(&self) -> &Fixed {
+        &self.fixed
+    }
 }
 
 impl Info<'_> {
@@ -725,7 +697,7 @@ impl<'a> Analysis<'a> {
             ctx.push(analyse_step(
                 view,
                 facts,
-                &fixed,
+                fixed,
                 &ctx,
                 std::mem::take(&mut news),
             ));
@@ -907,29 +879,58 @@ fn message_text(s: &StepView) -> String {
 /// text work is the expensive part) and shared by every prefix that contains the step.
 #[derive(Debug, Clone)]
 pub(crate) struct Fixed {
-    sig: ActionSignature,
-    key: String,
-    approach: String,
-    block: Option<String>,
-    failed: bool,
-    error_fp: Option<String>,
-    params: Value,
-    verif: Option<String>,
-    check_obs: Option<String>,
-    failure: Option<String>,
-    read_key: Option<String>,
-    range: Option<Coverage>,
-    words: Option<BTreeSet<String>>,
-    segs: Vec<Segment>,
-    output: Option<String>,
-    // Shared, not copied, by every prefix's analysis of the step.
-    wording: Arc<OnceLock<Option<String>>>,
-    headline: Arc<str>,
-    head: Option<Arc<str>>,
-    file_command: bool,
+    /// Its semantic signature.
+    pub(crate) sig: ActionSignature,
+    /// `sig.key()`.
+    pub(crate) key: String,
+    /// Action name plus normalized target: one way of going at the problem.
+    pub(crate) approach: String,
+    /// The guard signature to block (`name:target`), when blocking it makes sense.
+    pub(crate) block: Option<String>,
+    /// Failed or skipped.
+    pub(crate) failed: bool,
+    /// Normalized error text of a failed step.
+    pub(crate) error_fp: Option<String>,
+    /// Normalized arguments.
+    pub(crate) params: Value,
+    /// A hash of `params`: most comparisons of two steps' arguments (dozens per step
+    /// checked, each step against the ones before it) differ, and this tells them apart
+    /// without walking two JSON trees. (`normalize_params` sorts keys, so equal values
+    /// print, hence hash, the same.)
+    params_hash: u64,
+    /// What the failure of a check step that did not pass means (its
+    /// [`failure_meaning`]): equal for the same failure however reworded.
+    pub(crate) verif: Option<String>,
+    /// Volatile-stripped summary and error of a check step.
+    pub(crate) check_obs: Option<String>,
+    /// What the failure of a failed step or failing check means ([`failure_meaning`]).
+    pub(crate) failure: Option<String>,
+    /// What a successful read-like step looked at.
+    pub(crate) read_key: Option<String>,
+    /// The part of the file a successful file read showed.
+    pub(crate) range: Option<Coverage>,
+    /// The content words of a message step.
+    pub(crate) words: Option<BTreeSet<String>>,
+    /// Verification results its summary reports.
+    pub(crate) segs: Vec<Segment>,
+    /// Fingerprint of its output ([`output_fingerprint`]).
+    pub(crate) output: Option<String>,
+    /// Its output's [`output_wording`], worked out the first time a prefix needs it.
+    pub(crate) wording: Arc<OnceLock<Option<String>>>,
+    /// Of a failed step: its [`failure_headline`] (empty otherwise).
+    pub(crate) headline: Arc<str>,
+    /// Of a command: what it runs, arguments aside ([`command_head`]).
+    pub(crate) head: Option<Arc<str>>,
+    /// A successful command that changed files ([`command_changes_files`]).
+    pub(crate) file_command: bool,
 }
 
 impl Fixed {
+    /// The two steps' normalized arguments are equal.
+    pub(crate) fn same_params(&self, other: &Fixed) -> bool {
+        self.params_hash == other.params_hash && self.params == other.params
+    }
+
     fn of(view: &StepView) -> Fixed {
         let sig = ActionSignature::of(view);
         let category = sig.category;
@@ -945,6 +946,12 @@ impl Fixed {
         let failed = matches!(view.result, ActionResult::Failure | ActionResult::Skipped);
         let error_fp = failed.then(|| normalize_error(failure_text(view)));
         let params = normalize_params(&view.parameters);
+        let params_hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            params.to_string().hash(&mut h);
+            h.finish()
+        };
         let is_check = category == ActionCategory::Check;
         let verif = (is_check && view.result != ActionResult::Success).then(|| {
             let mut text = view.error.clone().unwrap_or_else(|| view.summary.clone());
@@ -991,6 +998,7 @@ impl Fixed {
             failed,
             error_fp,
             params,
+            params_hash,
             verif,
             check_obs,
             failure,
@@ -1014,46 +1022,41 @@ impl Fixed {
 fn analyse_step<'a>(
     view: &'a StepView,
     facts: ContentFacts,
-    fixed: &Fixed,
+    fixed: Arc<Fixed>,
     before: &[Info<'a>],
     news_before: bool,
 ) -> Info<'a> {
     let Fixed {
         sig,
-        key,
         approach,
-        block,
         failed,
         error_fp,
-        params,
         verif,
         check_obs,
-        failure,
         read_key,
         range,
         words,
         segs,
         output,
-        headline,
-        head,
-        file_command,
         wording,
-    } = fixed.clone();
+        ..
+    } = &*fixed;
+    let (failed, range) = (*failed, *range);
     let category = sig.category;
     let is_check = category == ActionCategory::Check;
     let noop = facts.noop;
     let cosmetic = noop
         && !before
             .iter()
-            .any(|b| b.view.action == view.action && b.params == params);
+            .any(|b| b.view.action == view.action && b.same_params(&fixed));
 
-    let same_approach = before.iter().rposition(|b| b.approach == approach);
+    let same_approach = before.iter().rposition(|b| b.approach == *approach);
     // The same call made before (same action, same arguments; for a command, the same
     // command line however long it waited first): did its output move on?
     let is_command = command_of(view).is_some();
     let same_call = before.iter().rev().find(|b| {
         b.view.action == view.action
-            && (b.params == params || (is_command && b.approach == approach))
+            && (b.same_params(&fixed) || (is_command && b.approach == *approach))
     });
     let grew = match (same_call, view.output_len) {
         (Some(b), Some(now)) => b.view.output_len.is_some_and(|then| now > then),
@@ -1083,8 +1086,8 @@ fn analyse_step<'a>(
     let other_selection = |b: &Info<'_>| {
         is_check
             && b.category == ActionCategory::Check
-            && b.approach != approach
-            && b.verif == verif
+            && b.approach != *approach
+            && b.verif == *verif
     };
     // Fewer failing checks is better, unless fewer pass too (the run stopped before
     // them: a collection or build error); more passing ones with as many failing is just
@@ -1097,7 +1100,7 @@ fn analyse_step<'a>(
         _ => (false, false),
     };
     let mut segs_changed = false;
-    for seg in &segs {
+    for seg in segs {
         let prev = before
             .iter()
             .rev()
@@ -1116,11 +1119,11 @@ fn analyse_step<'a>(
         Some(p) => {
             let b = &before[p];
             b.view.result != view.result
-                || b.verif != verif
+                || b.verif != *verif
                 || (segs_changed && !segs.is_empty())
                 // Only a finished failure is compared by meaning; a run still going or
                 // passing shows its progress in its summary.
-                || (view.result != ActionResult::Failure && b.check_obs != check_obs)
+                || (view.result != ActionResult::Failure && b.check_obs != *check_obs)
                 || polled
         }
         None => false,
@@ -1149,7 +1152,7 @@ fn analyse_step<'a>(
         let prev_failure = before
             .iter()
             .rev()
-            .find(|b| b.failed && b.approach == approach);
+            .find(|b| b.failed && b.approach == *approach);
         // The same failing command whose output says other things in other words (not
         // just other values: `pending` became `pass` for two of four jobs) shows the
         // world moved on: a failing poll, not a repeat.
@@ -1158,7 +1161,7 @@ fn analyse_step<'a>(
                 let now = wording.get_or_init(|| output_wording(view));
                 now.is_some() && b.wording.get_or_init(|| output_wording(b.view)) != now
             });
-        polled || reworded || prev_failure.is_none_or(|b| b.error_fp != error_fp)
+        polled || reworded || prev_failure.is_none_or(|b| b.error_fp != *error_fp)
     } else if category == ActionCategory::Control {
         true
     } else if let Some(words) = &words {
@@ -1202,7 +1205,7 @@ fn analyse_step<'a>(
                     .filter(|b| b.read_key.as_deref().and_then(read_key_file) == Some(file))
                     .collect();
                 let covered: Vec<Coverage> = earlier.iter().filter_map(|b| b.range).collect();
-                let seen_key = earlier.iter().any(|b| b.read_key == read_key);
+                let seen_key = earlier.iter().any(|b| b.read_key == *read_key);
                 // A third or more of its lines already read: the range shifted, the
                 // place looked at did not.
                 revisit = matches!(range, Some(Coverage::Lines(..)))
@@ -1240,20 +1243,11 @@ fn analyse_step<'a>(
     let revisit = revisit || !fresh;
     Info {
         view,
-        sig,
-        key,
-        approach,
-        block,
         category,
-        failed,
-        error_fp,
-        params,
-        verif,
         noop,
         cosmetic,
         output_new,
         news_before,
-        failure,
         fresh,
         revisit,
         improved,
@@ -1264,16 +1258,7 @@ fn analyse_step<'a>(
         returns: facts.returns,
         back_to: facts.back_to,
         rewrites,
-        segs,
-        check_obs,
-        read_key,
-        range,
-        words,
-        output,
-        headline,
-        head,
-        file_command,
-        wording,
+        fixed,
     }
 }
 

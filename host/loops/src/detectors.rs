@@ -110,7 +110,7 @@ fn identical(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
             && s.view.action == last.view.action
             // The same error on other targets (a guessed path, then another) is not one
             // action repeated: that is a semantic loop, reported as one.
-            && (s.params == last.params
+            && (s.same_params(last)
                 || (s.error_fp == last.error_fp && s.sig.target == last.sig.target))
     };
     let run = w.iter().rev().take_while(|s| same(s)).count();
@@ -118,7 +118,7 @@ fn identical(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detection> {
         return None;
     }
     let steps = &w[w.len() - run..];
-    let same_args = steps.iter().all(|s| s.params == last.params);
+    let same_args = steps.iter().all(|s| s.same_params(last));
     let how = if same_args {
         "with the same arguments"
     } else {
@@ -784,7 +784,7 @@ fn repeated_noop_change(a: &Analysis<'_>) -> Option<Detection> {
         }
         let i = w[..j]
             .iter()
-            .rposition(|b| b.view.action == s.view.action && b.params == s.params)?;
+            .rposition(|b| b.view.action == s.view.action && b.same_params(s))?;
         if s.noop {
             return (failing_check(&w[i + 1..j]) && failing_check(&w[j + 1..])).then_some((i, j));
         }
@@ -922,11 +922,11 @@ fn same_failure_semantic(a: &Analysis<'_>, t: &LoopThresholds) -> Option<Detecti
         return None;
     }
     // Each attempt other than the others (the same call again is an identical action).
-    if tail.iter().enumerate().any(|(i, s)| {
-        tail[..i]
-            .iter()
-            .any(|b| b.key == s.key && b.params == s.params)
-    }) {
+    if tail
+        .iter()
+        .enumerate()
+        .any(|(i, s)| tail[..i].iter().any(|b| b.key == s.key && b.same_params(s)))
+    {
         return None;
     }
     let category = last.sig.error?;
@@ -1194,7 +1194,7 @@ fn cycle_period(streak: &[Info<'_>]) -> Option<usize> {
     (3..=n - CYCLE_REPEATS).find(|&p| {
         (n - CYCLE_REPEATS..n).all(|i| {
             let (now, then) = (&streak[i], &streak[i - p]);
-            now.key == then.key && now.params == then.params
+            now.key == then.key && now.same_params(then)
         })
     })
 }
