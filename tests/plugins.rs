@@ -608,8 +608,14 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
         "guard-tested-evidence",
         |m| m,
     );
-    for name in ["guard-starved", "guard-starved-open"] {
+    for name in ["guard-starved", "guard-starved-open", "guard-starved-any"] {
         install(tmp.path(), "guard-complete-verified", name, |m| {
+            assert!(m.contains("\nactions = [\"complete\"]\n"), "{m}");
+            let m = if name == "guard-starved-any" {
+                m.replace("\nactions = [\"complete\"]\n", "\n")
+            } else {
+                m
+            };
             m.replace(
                 "name = \"guard-complete-verified\"",
                 &format!("name = \"{name}\""),
@@ -704,6 +710,26 @@ fn guard_plugins_decide_and_fail_closed_unless_configured() {
     assert!(
         matches!(open.check(&complete, &spec, &state), GuardDecision::Warn(r) if r.contains("out of fuel"))
     );
+    // A guard is asked only about the actions its manifest's `actions` names: the
+    // starved guard (every call fails) judges only `complete`, so a read and a state
+    // write pass without a call; without `actions` it is asked, fails, and denies.
+    assert_eq!(starved.check(&read, &spec, &state), GuardDecision::Allow);
+    let write = serde_json::json!({"field": "notes", "value": "x"});
+    let input = agentforge::guards::GuardInput::new(&spec, &state);
+    assert_eq!(
+        starved.check_write("notes", &write, &input),
+        GuardDecision::Allow
+    );
+    let any = find(&loaded, "guard-starved-any").as_guard().unwrap();
+    for d in [
+        any.check(&read, &spec, &state),
+        any.check_write("notes", &write, &input),
+    ] {
+        assert!(
+            matches!(&d, GuardDecision::Deny(r) if r.contains("out of fuel")),
+            "{d:?}"
+        );
+    }
 }
 
 #[test]

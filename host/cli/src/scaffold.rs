@@ -160,7 +160,10 @@ pub fn plugin_toml(kind: &str, name: &str) -> String {
     let component = component_file(name);
     let on_error = match kind {
         "guard" => {
-            "# What a failed call (trap, limit) decides: deny | allow.\non_error = \"deny\"\n"
+            "# What a failed call (trap, limit) decides: deny | allow.\non_error = \"deny\"\n\
+             # The only actions it judges (the host allows the others without a call);\n\
+             # without this line it is asked about every action.\n\
+             # actions = [\"complete\"]\n"
                 .to_string()
         }
         // The name src/lib.rs describes: a run registers the task type by it and loads

@@ -128,6 +128,15 @@ impl WasmGuard {
         WasmGuard { inner }
     }
 
+    /// Whether the guard is asked about `action`: its manifest's `actions` name it, or
+    /// name none.
+    pub fn judges(&self, action: &str) -> bool {
+        self.inner
+            .judges
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|x| x == action))
+    }
+
     /// What a failed call decides for this plugin.
     pub fn on_error(&self) -> OnError {
         self.inner.on_error
@@ -203,6 +212,9 @@ impl WasmGuard {
         task_json: &str,
         state_json: &str,
     ) -> GuardDecision {
+        if !self.judges(action) {
+            return GuardDecision::Allow;
+        }
         match self.try_check(action, target, arguments_json, task_json, state_json) {
             Ok(d) => d,
             Err(e) => {
@@ -232,6 +244,10 @@ impl Guard for WasmGuard {
     }
 
     fn check_with(&self, action: &Action, input: &GuardInput<'_>) -> GuardDecision {
+        // Before the input's JSON is made: an action the guard does not judge costs nothing.
+        if !self.judges(action.name()) {
+            return GuardDecision::Allow;
+        }
         let (task_json, state_json) = match input.json() {
             Ok(j) => j,
             // Cannot happen for a state that is written to disk every step; treated as
@@ -249,6 +265,9 @@ impl Guard for WasmGuard {
     }
 
     fn check_write(&self, field: &str, arguments: &Value, input: &GuardInput<'_>) -> GuardDecision {
+        if !self.judges("set_field") {
+            return GuardDecision::Allow;
+        }
         match input.json() {
             // The WIT `check` sees a state write as the action `set_field`.
             Ok((task_json, state_json)) => self.check_raw(

@@ -1209,6 +1209,7 @@ fn load_parts(
         builtin,
         warm: reuse.then(|| Mutex::new(None)),
         on_error,
+        judges: manifest.actions.clone(),
         log: Mutex::new(refusals.into_iter().collect()),
     };
     // Ask once what the plugin names (tools, checks, a task type, an action), and check
@@ -1360,6 +1361,8 @@ struct Inner {
     warm: Option<Mutex<Option<Warm>>>,
     /// What a failed guard call decides.
     on_error: OnError,
+    /// A guard's manifest `actions`: the only ones it is asked about (`None`: all).
+    judges: Option<Vec<String>>,
     /// The latest log lines, across calls.
     log: Mutex<VecDeque<String>>,
 }

@@ -248,6 +248,12 @@ pub struct Manifest {
     /// without it, every run loads the component at set-up to ask its name.
     #[serde(default)]
     pub task_type: Option<String>,
+    /// Guards only: the actions the guard judges (`["complete"]`; a state write is the
+    /// action `set_field`). The host allows every other action without calling the
+    /// plugin, so a guard about one action costs nothing on the others. Absent: every
+    /// action is asked about.
+    #[serde(default)]
+    pub actions: Option<Vec<String>>,
 }
 
 /// Largest `plugin.toml` read.
@@ -399,6 +405,34 @@ impl Manifest {
                 });
             }
         }
+        if let Some(actions) = &m.actions {
+            let line = text
+                .lines()
+                .position(|l| l.trim_start().starts_with("actions"))
+                .map(|i| i + 1);
+            let problem = if kind != PluginKind::Guard {
+                Some("only a guard names the actions it judges".to_string())
+            } else if actions.is_empty() {
+                Some("lists no action: remove the line to judge every action".to_string())
+            } else {
+                actions.iter().find_map(|a| {
+                    let ok = !a.is_empty()
+                        && a.len() <= MAX_NAME_LEN
+                        && a.bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                    (!ok).then(|| {
+                        format!("{a:?} is not an action name (lowercase letters, digits, `_`)")
+                    })
+                })
+            };
+            if let Some(problem) = problem {
+                return Err(PluginLoadError::BadManifest {
+                    path: path.clone(),
+                    line,
+                    message: format!("`actions`: {problem}"),
+                });
+            }
+        }
         if ApiVersion::of(&m.api).is_none() {
             return Err(PluginLoadError::ApiMismatch {
                 plugin: m.name.clone(),
@@ -505,6 +539,35 @@ mod tests {
             matches!(e, PluginLoadError::BadManifest { line: Some(3), .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn actions_are_a_guard_s_and_action_names() {
+        let manifest = |kind: &str, actions: &str| {
+            format!(
+                "name = \"g\"\nversion = \"1\"\nkind = \"{kind}\"\napi = \"0.3.0\"\ncomponent = \"g.wasm\"\nactions = {actions}\n"
+            )
+        };
+        let path = Path::new("plugins/g/plugin.toml");
+        let m = Manifest::parse(&manifest("guard", r#"["complete", "set_field"]"#), path).unwrap();
+        assert_eq!(m.actions.unwrap(), ["complete", "set_field"]);
+        for (kind, actions, says) in [
+            ("gate", r#"["complete"]"#, "only a guard"),
+            ("guard", "[]", "lists no action"),
+            (
+                "guard",
+                r#"["Complete"]"#,
+                "\"Complete\" is not an action name",
+            ),
+            ("guard", r#"["complete", ""]"#, "\"\" is not an action name"),
+        ] {
+            let e = Manifest::parse(&manifest(kind, actions), path).unwrap_err();
+            assert!(
+                matches!(&e, PluginLoadError::BadManifest { line: Some(6), message, .. }
+                    if message.contains(says) && message.contains("actions")),
+                "{kind} {actions}: {e}"
+            );
+        }
     }
 
     #[test]
