@@ -588,7 +588,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             report_recovery(&recovery);
             let spec = dir.spec().map_err(failed)?;
-            let actions: Vec<agentforge::state_store::ActionRecord> =
+            let actions: Vec<std::sync::Arc<agentforge::state_store::ActionRecord>> =
                 dir.recent_actions(5).map_err(failed)?;
             // What priced the task: the config with the model the task ran with.
             let (mut config, _) =
@@ -616,7 +616,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                         "{:>4} {:<13} {:<28} {:<8} {:>9} {}",
                         a.step,
                         a.action,
-                        a.target.unwrap_or_default(),
+                        a.target.as_deref().unwrap_or_default(),
                         a.result,
                         a.cost_usd_micros
                             .map_or_else(|| "unknown".to_string(), |c| c.to_string()),

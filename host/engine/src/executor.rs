@@ -7,6 +7,7 @@
 //! resume in another process.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -858,7 +859,7 @@ pub struct PreparedStep {
     spec: TaskSpec,
     memory: WorkingMemory,
     offered: Vec<String>,
-    log_tail: Vec<TailRecord>,
+    log_tail: Vec<Arc<TailRecord>>,
 }
 
 /// What one step did, for progress output and tests.
@@ -1049,7 +1050,7 @@ impl<'r> Executor<'r> {
     fn detect_loop(
         &self,
         state: &mut TaskState,
-        log_tail: &[TailRecord],
+        log_tail: &[Arc<TailRecord>],
         current: StepView,
         exact_signature: Option<&str>,
     ) -> Result<Option<LoopWarning>, ExecError> {
@@ -1061,7 +1062,10 @@ impl<'r> Executor<'r> {
         let skip = log_tail
             .len()
             .saturating_sub(detector.history_len().max(2) - 1);
-        let mut history: Vec<StepView> = log_tail[skip..].iter().map(StepView::from).collect();
+        let mut history: Vec<StepView> = log_tail[skip..]
+            .iter()
+            .map(|r| StepView::from(&**r))
+            .collect();
         history.push(current);
         let Some(d) = detector
             .check_with(&history, &self.loop_memo)
@@ -1147,7 +1151,7 @@ impl<'r> Executor<'r> {
         &self,
         spec: &TaskSpec,
         state: &mut TaskState,
-        log_tail: &[TailRecord],
+        log_tail: &[Arc<TailRecord>],
         step: u64,
         feedback: &mut Option<String>,
     ) -> Result<(), ExecError> {
@@ -1201,7 +1205,7 @@ impl<'r> Executor<'r> {
 
     /// The `focus` section: the current branch of the plan, this subtask's last actions,
     /// the verification probe and any fresh loop warning.
-    fn focus_view(&self, state: &TaskState, recent: &[TailRecord], step: u64) -> Value {
+    fn focus_view(&self, state: &TaskState, recent: &[Arc<TailRecord>], step: u64) -> Value {
         let mine = state.focus.current_actions();
         let lines: Vec<String> = recent
             .iter()
@@ -1343,14 +1347,13 @@ impl<'r> Executor<'r> {
         let focus_view = self.focus_view(&state, recent_records, step);
         let recent: Vec<RecentAction> = recent_records
             .iter()
-            .cloned()
             .map(|r| RecentAction {
                 step: r.step,
-                action: r.action,
-                target: r.target,
+                action: r.action.clone(),
+                target: r.target.clone(),
                 result: r.result,
-                summary: r.summary,
-                error: r.error,
+                summary: r.summary.clone(),
+                error: r.error.clone(),
             })
             .collect();
         let success_criteria = if spec.success_criteria.is_empty() {
@@ -1532,7 +1535,7 @@ impl<'r> Executor<'r> {
         let last = self
             .dir
             .recent_actions::<agentforge_core::state::AfterVerification>(1)?;
-        self.rt.learning.sync_last(&spec, last.last());
+        self.rt.learning.sync_last(&spec, last.last().map(|r| &**r));
         let outcome = self.run_steps(stop).await;
         groups.record_in(None);
         // The run ends with its log on the disk (the last line's flush may be in flight).
@@ -1992,7 +1995,7 @@ impl<'r> Executor<'r> {
         schema: &dyn ContextSchema,
         spec: &TaskSpec,
         observed: Observed<'_>,
-        log_tail: &[TailRecord],
+        log_tail: &[Arc<TailRecord>],
         state: &mut TaskState,
     ) -> Result<Decided, ExecError> {
         let Observed {
@@ -2531,7 +2534,8 @@ impl<'r> Executor<'r> {
     }
 
     fn last_output(&self, failing_only: bool) -> Result<String, String> {
-        let records: Vec<TailRecord> = self.dir.recent_actions(50).map_err(|e| e.to_string())?;
+        let records: Vec<Arc<TailRecord>> =
+            self.dir.recent_actions(50).map_err(|e| e.to_string())?;
         let rec = records
             .iter()
             .rev()

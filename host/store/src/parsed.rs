@@ -7,7 +7,7 @@
 
 use std::any::{Any, TypeId};
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// How many parsed log lines are kept (more than a step's tail reads).
 const MAX_LINES: usize = 96;
@@ -56,8 +56,8 @@ impl<T: Clone> Parsed<T> {
     }
 }
 
-/// Log lines and their records (boxed `ActionRecord<S>`), of the record type named.
-type Lines = (Option<TypeId>, VecDeque<(String, Box<dyn Any + Send>)>);
+/// Log lines and their records (boxed `Arc<ActionRecord<S>>`), of the record type named.
+type Lines = (Option<TypeId>, VecDeque<(Box<[u8]>, Box<dyn Any + Send>)>);
 
 /// The parsed copies of one task folder's files.
 #[derive(Default)]
@@ -79,12 +79,13 @@ impl std::fmt::Debug for ParseCache {
 }
 
 impl ParseCache {
-    /// The record of the log line `line`, as `R`.
-    pub(crate) fn line<R: Clone + Send + 'static, E>(
+    /// The record of the log line `line` (its bytes, as in the file), as `R`: shared with
+    /// the cache, because a step reads a few dozen records of which it changes none.
+    pub(crate) fn line<R: Send + Sync + 'static, E>(
         &self,
-        line: &str,
-        parse: impl FnOnce(&str) -> Result<R, E>,
-    ) -> Result<R, E> {
+        line: &[u8],
+        parse: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<Arc<R>, E> {
         let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         if lines.0 != Some(TypeId::of::<R>()) {
             *lines = (Some(TypeId::of::<R>()), VecDeque::new());
@@ -94,18 +95,16 @@ impl ParseCache {
             .1
             .iter()
             .rev()
-            .find(|(l, _)| l.len() == line.len() && l == line)
-            .and_then(|(_, r)| r.downcast_ref::<R>().cloned());
+            .find(|(l, _)| l.len() == line.len() && **l == *line)
+            .and_then(|(_, r)| r.downcast_ref::<Arc<R>>().cloned());
         if let Some(record) = hit {
             return Ok(record);
         }
-        let record = parse(line)?;
+        let record = Arc::new(parse(line)?);
         if lines.1.len() >= MAX_LINES {
             lines.1.pop_front();
         }
-        lines
-            .1
-            .push_back((line.to_string(), Box::new(record.clone())));
+        lines.1.push_back((line.into(), Box::new(record.clone())));
         Ok(record)
     }
 }
@@ -127,11 +126,19 @@ mod tests {
         assert_eq!(entry.get_or_parse(b"a", &mut parse).unwrap(), "a");
         assert_eq!(entry.get_or_parse(b"b", &mut parse).unwrap(), "b");
         assert_eq!(parses, 2);
-        let line = |l: &str| cache.line::<String, ()>(l, |l| Ok(l.to_uppercase()));
-        assert_eq!(line("x").unwrap(), "X");
-        assert_eq!(line("x").unwrap(), "X");
+        let mut line_parses = 0;
+        let mut line = |l: &[u8]| {
+            cache.line::<String, ()>(l, |l| {
+                line_parses += 1;
+                Ok(String::from_utf8_lossy(l).to_uppercase())
+            })
+        };
+        assert_eq!(*line(b"x").unwrap(), "X");
+        assert_eq!(*line(b"x").unwrap(), "X");
+        assert_eq!(*line(b"y").unwrap(), "Y");
+        assert_eq!(line_parses, 2);
         // Another record type for the same line is parsed as that type.
-        let n = cache.line::<usize, ()>("x", |l| Ok(l.len())).unwrap();
-        assert_eq!(n, 1);
+        let n = cache.line::<usize, ()>(b"x", |l| Ok(l.len())).unwrap();
+        assert_eq!(*n, 1);
     }
 }

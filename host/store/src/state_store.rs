@@ -27,6 +27,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agentforge_core::state::{ActionRecord, RecordedProvider, TaskState};
 use agentforge_core::task::TaskSpec;
@@ -239,6 +240,18 @@ enum Durability {
 /// more). Found by searching newlines backwards from the end: only the lines returned
 /// are looked at, however long `body` is.
 fn last_lines(body: &[u8], n: usize, whole: bool) -> Option<(Vec<String>, usize)> {
+    let (lines, first) = last_line_bytes(body, n, whole)?;
+    let lines = lines
+        .into_iter()
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    Some((lines, first))
+}
+
+/// [`last_lines`] as the lines' bytes in `body`, not yet checked as UTF-8: the log's
+/// reader looks most of them up by their bytes (lines it parsed at an earlier step), so
+/// only a new line is ever decoded.
+fn last_line_bytes(body: &[u8], n: usize, whole: bool) -> Option<(Vec<&[u8]>, usize)> {
     let mut out = Vec::with_capacity(n);
     let mut end = body.len();
     let mut first = body.len();
@@ -259,9 +272,8 @@ fn last_lines(body: &[u8], n: usize, whole: bool) -> Option<(Vec<String>, usize)
             _ => raw,
         };
         terminated = true;
-        let line = String::from_utf8_lossy(raw);
-        if !line.trim().is_empty() {
-            out.push(line.into_owned());
+        if !is_blank(raw) {
+            out.push(raw);
             first = start;
         }
         if start == 0 {
@@ -274,6 +286,18 @@ fn last_lines(body: &[u8], n: usize, whole: bool) -> Option<(Vec<String>, usize)
     }
     out.reverse();
     Some((out, first))
+}
+
+/// Whether the line is only white space as `str::trim` sees it (invalid UTF-8 replaced):
+/// decided from the bytes when one of them is visible ASCII, as in every log line.
+fn is_blank(raw: &[u8]) -> bool {
+    if raw
+        .iter()
+        .any(|&b| b.is_ascii() && !(b as char).is_whitespace())
+    {
+        return false;
+    }
+    String::from_utf8_lossy(raw).trim().is_empty()
 }
 
 /// The last `n` non-blank lines of the file at `path` (oldest first; empty when it does
@@ -725,11 +749,12 @@ impl TaskDir {
     /// The last `n` records, oldest first, read from the end of the log so the cost
     /// does not grow with the log's length. `S` is how much of each record's state is
     /// parsed (the whole `TaskState`, or only what a reader needs, as in
-    /// [`agentforge_core::state::TailRecord`]).
-    pub fn recent_actions<S: serde::de::DeserializeOwned + Clone + Send + 'static>(
+    /// [`agentforge_core::state::TailRecord`]). Shared with the folder's parse cache: a
+    /// record that is still in the tail next step is neither parsed nor copied again.
+    pub fn recent_actions<S: serde::de::DeserializeOwned + Send + Sync + 'static>(
         &self,
         n: usize,
-    ) -> Result<Vec<ActionRecord<S>>, StoreError> {
+    ) -> Result<Vec<Arc<ActionRecord<S>>>, StoreError> {
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -754,7 +779,7 @@ impl TaskDir {
             } else {
                 memchr::memchr(b'\n', &buf).map_or(buf.len(), |i| i + 1)
             };
-            let Some((lines, first)) = last_lines(&buf[body_start..], n, start == 0) else {
+            let Some((lines, first)) = last_line_bytes(&buf[body_start..], n, start == 0) else {
                 chunk *= 4;
                 continue;
             };
@@ -771,9 +796,11 @@ impl TaskDir {
                 .enumerate()
                 .map(|(i, l)| {
                     self.parsed.line(l, |l| {
-                        serde_json::from_str(l).map_err(|e| StoreError::Corrupt {
-                            path: p.display().to_string(),
-                            message: format!("line {} from the end: {e}", total - i),
+                        serde_json::from_str(&String::from_utf8_lossy(l)).map_err(|e| {
+                            StoreError::Corrupt {
+                                path: p.display().to_string(),
+                                message: format!("line {} from the end: {e}", total - i),
+                            }
                         })
                     })
                 })
@@ -983,7 +1010,7 @@ mod tests {
     /// CRLF, a last line without its newline, invalid UTF-8, and bodies that start mid-way.
     #[test]
     fn last_lines_are_the_last_lines_str_lines_gives() {
-        let texts: [&[u8]; 9] = [
+        let texts: [&[u8]; 10] = [
             b"",
             b"\n",
             b"a\nb\nc\n",
@@ -993,6 +1020,8 @@ mod tests {
             b"one\xff\ntwo\n",
             b"{\"step\":1}\n{\"step\":2}\n{\"ste",
             b"a\n \t\nb\n\n\nc\nd\ne\n",
+            // White space beyond ASCII (NBSP, vertical tab, U+2028) and a lone invalid byte.
+            b"a\n\xc2\xa0\nb\n\x0b \n\xe2\x80\xa8\n\xff\n\t\xe3\x80\x80\n",
         ];
         for text in texts {
             let all: Vec<String> = String::from_utf8_lossy(text)
@@ -1074,14 +1103,14 @@ mod tests {
             st.verification.ready_for_completion = s % 2 == 0;
             dir.append_action(&record(s, &st)).unwrap();
         }
-        let recent: Vec<ActionRecord> = dir.recent_actions(3).unwrap();
+        let recent: Vec<Arc<ActionRecord>> = dir.recent_actions(3).unwrap();
         assert_eq!(
             recent.iter().map(|r| r.step).collect::<Vec<_>>(),
             [48, 49, 50]
         );
         assert_eq!(dir.read_actions().unwrap().len(), 50);
         // Read with only the verification of each state: the same records otherwise.
-        let tail: Vec<agentforge_core::state::TailRecord> = dir.recent_actions(3).unwrap();
+        let tail: Vec<Arc<agentforge_core::state::TailRecord>> = dir.recent_actions(3).unwrap();
         assert_eq!(tail.len(), 3);
         for (t, r) in tail.iter().zip(&recent) {
             assert_eq!(t.state_after.verification, r.state_after.verification);
@@ -1125,14 +1154,14 @@ mod tests {
         for s in 1..=3 {
             dir.append_action(&record(s, &st)).unwrap();
         }
-        let before: Vec<ActionRecord> = dir.recent_actions(2).unwrap();
+        let before: Vec<Arc<ActionRecord>> = dir.recent_actions(2).unwrap();
         assert_eq!(before[1].summary, record(3, &st).summary);
         let log = std::fs::read_to_string(dir.log_path()).unwrap();
         let old = &record(3, &st).summary;
         let new: String = old.chars().rev().collect();
         assert_eq!(old.len(), new.len());
         std::fs::write(dir.log_path(), log.replace(old.as_str(), &new)).unwrap();
-        let after: Vec<ActionRecord> = dir.recent_actions(2).unwrap();
+        let after: Vec<Arc<ActionRecord>> = dir.recent_actions(2).unwrap();
         assert_eq!(after[1].summary, new);
     }
 
