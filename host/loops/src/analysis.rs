@@ -877,7 +877,7 @@ fn message_text(s: &StepView) -> String {
 
 /// What a step shows by itself, whatever came before it: computed once per step (the
 /// text work is the expensive part) and shared by every prefix that contains the step.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Fixed {
     /// Its semantic signature.
     pub(crate) sig: ActionSignature,

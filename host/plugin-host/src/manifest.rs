@@ -358,26 +358,21 @@ impl Manifest {
             message: e.message().to_string(),
             path: path.clone(),
         })?;
+        // The error about a field, at the first line that starts with `key`.
+        let bad_at = |key: &str, message: String| PluginLoadError::BadManifest {
+            path: path.clone(),
+            line: text
+                .lines()
+                .position(|l| l.trim_start().starts_with(key))
+                .map(|i| i + 1),
+            message,
+        };
         if let Err(invalid) = check_name(&m.name) {
-            return Err(PluginLoadError::BadManifest {
-                line: text
-                    .lines()
-                    .position(|l| l.trim_start().starts_with("name"))
-                    .map(|i| i + 1),
-                message: invalid.to_string(),
-                path,
-            });
+            return Err(bad_at("name", invalid.to_string()));
         }
         let kind = m.kind()?;
         if let Some(schema) = &m.input_schema {
-            let bad = |message: &str| PluginLoadError::BadManifest {
-                path: path.clone(),
-                line: text
-                    .lines()
-                    .position(|l| l.trim_start().starts_with("[input_schema"))
-                    .map(|i| i + 1),
-                message: format!("[input_schema]: {message}"),
-            };
+            let bad = |message: &str| bad_at("[input_schema", format!("[input_schema]: {message}"));
             if kind != PluginKind::ContextSchema {
                 return Err(bad("only a context-schema plugin declares task inputs"));
             }
@@ -388,28 +383,19 @@ impl Manifest {
             }
         }
         if let Some(task_type) = &m.task_type {
-            let line = text
-                .lines()
-                .position(|l| l.trim_start().starts_with("task_type"))
-                .map(|i| i + 1);
             let problem = if kind != PluginKind::ContextSchema {
                 Some("only a context-schema plugin names a task type".to_string())
             } else {
                 check_task_type_name(task_type).err()
             };
             if let Some(problem) = problem {
-                return Err(PluginLoadError::BadManifest {
-                    path: path.clone(),
-                    line,
-                    message: format!("`task_type = {task_type:?}`: {problem}"),
-                });
+                return Err(bad_at(
+                    "task_type",
+                    format!("`task_type = {task_type:?}`: {problem}"),
+                ));
             }
         }
         if let Some(actions) = &m.actions {
-            let line = text
-                .lines()
-                .position(|l| l.trim_start().starts_with("actions"))
-                .map(|i| i + 1);
             let problem = if kind != PluginKind::Guard {
                 Some("only a guard names the actions it judges".to_string())
             } else if actions.is_empty() {
@@ -426,11 +412,7 @@ impl Manifest {
                 })
             };
             if let Some(problem) = problem {
-                return Err(PluginLoadError::BadManifest {
-                    path: path.clone(),
-                    line,
-                    message: format!("`actions`: {problem}"),
-                });
+                return Err(bad_at("actions", format!("`actions`: {problem}")));
             }
         }
         if ApiVersion::of(&m.api).is_none() {
