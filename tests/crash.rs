@@ -156,8 +156,10 @@ fn kill_at_every_point_then_resume_keeps_the_invariants() {
             let state =
                 std::fs::read_to_string(dir.join(".agentforge/tasks/crash-task/state.yaml"))
                     .unwrap();
-            assert!(state.contains("status: complete"), "{fault}: {state}");
-            assert!(state.contains("step: 4"), "{fault}: {state}");
+            let parsed: serde_json::Value = serde_yaml_ng::from_str(&state)
+                .unwrap_or_else(|e| panic!("{fault}: state.yaml reads as YAML: {e}\n{state}"));
+            assert_eq!(parsed["status"], "complete", "{fault}: {state}");
+            assert_eq!(parsed["step"], 4, "{fault}: {state}");
             if *point == "torn_log" {
                 assert_eq!(torn_files(dir), 1, "{fault}: torn line saved");
                 assert!(

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! task.yaml            immutable spec
-//! state.yaml           the state after the last step (a cache of the log's last line)
+//! state.yaml           the state after the last step (a cache of the log's last line;
+//!                      written as indented JSON, which YAML readers read, see `yaml_json`)
 //! actions.jsonl        append-only audit log, one line per executed step (flushed)
 //! working_memory.yaml  the loaded context, stamped with its step (atomic rewrite)
 //! provider.yaml        the provider and model the task last ran with (never a key)
@@ -590,9 +591,9 @@ impl TaskDir {
         let p = self.dir.join("state.yaml");
         let bytes = fs::read(&p).map_err(io_err("cannot read", &p))?;
         self.parsed.state.get_or_parse(&bytes, |b| {
-            serde_yaml_ng::from_slice(b).map_err(|e| StoreError::Corrupt {
+            crate::yaml_json::from_slice(b).map_err(|message| StoreError::Corrupt {
                 path: p.display().to_string(),
-                message: e.to_string(),
+                message,
             })
         })
     }
@@ -611,7 +612,9 @@ impl TaskDir {
 
     fn write_state(&self, state: &TaskState, durability: Durability) -> Result<(), StoreError> {
         let p = self.dir.join("state.yaml");
-        let yaml = serde_yaml_ng::to_string(state).map_err(|e| StoreError::Corrupt {
+        // JSON, which is YAML (see `yaml_json`): libyaml's emitter was half of this
+        // rewrite's time, and the file is rewritten every step.
+        let yaml = crate::yaml_json::to_string(state).map_err(|e| StoreError::Corrupt {
             path: p.display().to_string(),
             message: e.to_string(),
         })?;
@@ -1132,8 +1135,24 @@ mod tests {
         assert_eq!(dir.load_state().unwrap().step, 11);
         let path = dir.path().join("state.yaml");
         let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(&path, text.replace("step: 11", "step: 12")).unwrap();
+        // Written as JSON (`yaml_json`); a person may edit it as either, and a state.yaml
+        // from an earlier version is block YAML.
+        std::fs::write(&path, text.replace("\"step\": 11", "\"step\": 12")).unwrap();
         assert_eq!(dir.load_state().unwrap().step, 12);
+        let block = serde_yaml_ng::to_string(&TaskState {
+            step: 13,
+            ..st.clone()
+        })
+        .unwrap();
+        assert!(block.contains("\nstep: 13\n"), "{block}");
+        std::fs::write(&path, &block).unwrap();
+        assert_eq!(
+            dir.load_state().unwrap(),
+            TaskState {
+                step: 13,
+                ..st.clone()
+            }
+        );
 
         let wm = WorkingMemory {
             step: 3,
