@@ -158,6 +158,10 @@ fn kill_at_every_point_then_resume_keeps_the_invariants() {
                     .unwrap();
             let parsed: serde_json::Value = serde_yaml_ng::from_str(&state)
                 .unwrap_or_else(|e| panic!("{fault}: state.yaml reads as YAML: {e}\n{state}"));
+            // A YAML reader (an earlier version of the host) reads it as the typed state.
+            let typed: Result<agentforge::state_store::TaskState, _> =
+                serde_yaml_ng::from_str(&state);
+            assert!(typed.is_ok(), "{fault}: {typed:?}\n{state}");
             assert_eq!(parsed["status"], "complete", "{fault}: {state}");
             assert_eq!(parsed["step"], 4, "{fault}: {state}");
             if *point == "torn_log" {

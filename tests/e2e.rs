@@ -854,8 +854,14 @@ fn kept_token_counts_give_the_same_prompt_and_counts() {
     assert!(cold["total_tokens"].as_u64().unwrap() > 100, "{cold}");
 }
 
-/// `state.yaml`'s text as a tree, read as YAML (as any reader of the file would).
+/// `state.yaml`'s text as a tree, read as YAML (as any reader of the file would), after
+/// checking that a YAML reader also reads it as the typed state (as an earlier version of
+/// the host, reading only YAML, would).
 fn state_of(text: &str) -> Value {
+    let typed: Result<agentforge::state_store::TaskState, _> = serde_yaml_ng::from_str(text);
+    if let Err(e) = typed {
+        panic!("state.yaml reads as a TaskState with a YAML reader: {e}\n{text}");
+    }
     serde_yaml_ng::from_str(text)
         .unwrap_or_else(|e| panic!("state.yaml reads as YAML: {e}\n{text}"))
 }

@@ -1,8 +1,14 @@
-//! Files rewritten every step, written as JSON, which is YAML: `working_memory.yaml`.
+//! Files rewritten every step, written as JSON, which is YAML: `working_memory.yaml` and
+//! `state.yaml`.
 //!
 //! libyaml's emitter (behind `serde_yaml_ng`) analyses every scalar before it writes it:
 //! on a working memory of a few KB of file contents that took 80-170 us per write,
-//! against 7-10 us for `serde_json`, and the file is rewritten at almost every step.
+//! against 7-10 us for `serde_json`, and both files are rewritten at almost every step.
+//!
+//! A type written here must not hold an enum variant with data: JSON writes it as
+//! `{"Variant": ...}`, which `serde_yaml_ng` reads only as a `!Variant` tag (so older
+//! binaries, and any YAML reader of ours, could not read the file back). The tests read
+//! real runs' `state.yaml` as a typed `TaskState` with `serde_yaml_ng` to catch that.
 //! JSON is a subset of YAML 1.2 and libyaml reads it, so the file keeps its name and any
 //! YAML reader (ours included, for files written before) still reads it.
 //!
@@ -22,6 +28,8 @@ pub(crate) fn to_string<T: Serialize>(value: &T) -> serde_json::Result<String> {
     let mut out = Vec::with_capacity(4096);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, YamlSafe::default());
     value.serialize(&mut ser)?;
+    // Ends with a newline, as a text file (and the block YAML written before) does.
+    out.push(b'\n');
     // The serializer writes only UTF-8 (strings are `str`, escapes are ASCII).
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
