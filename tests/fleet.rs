@@ -293,6 +293,39 @@ fn wait_final(ws: &Path, url: &dyn Fn() -> String, ids: &[String], workers: &[Wo
     }
 }
 
+/// Waits (bounded) until the work stream holds no message: a worker writes an item's
+/// final status before it acks the item, so a view taken as soon as every item is final
+/// can still count the last one's message. Returns the last view.
+fn drained(ws: &Path, url: &dyn Fn() -> String) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let v = fleet_status(ws, &url());
+        if let Some(v) = &v {
+            if v["pending_messages"] == 0 || Instant::now() > deadline {
+                return v.clone();
+            }
+        } else {
+            assert!(Instant::now() < deadline, "status --nats never answered");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The workers' logs, once `settled` holds for them (bounded: the logs as they are at
+/// the deadline, for the assertions that follow to show). A worker logs an ack after
+/// the server confirmed it, and refuses a bad item after the items before it, so the
+/// lines a test looks for can come after the state it waited for.
+fn logs_when(workers: &[Worker], settled: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let logs: String = workers.iter().map(Worker::log).collect();
+        if settled(&logs) || Instant::now() > deadline {
+            return logs;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The step numbers in an item's final log (in the folder of the worker that ended it).
 fn steps_of(workers: &[Worker], worker: &str, id: &str) -> Vec<(u64, String)> {
     let w = workers
@@ -319,24 +352,25 @@ fn steps_of(workers: &[Worker], worker: &str, id: &str) -> Vec<(u64, String)> {
 /// Every id complete, acked exactly once across all workers, its log's steps 1..=n each
 /// once, ending in `complete`, the fix on disk; nothing left in the stream; no
 /// submitter key anywhere a worker wrote.
-fn assert_all_complete_once(v: &Value, ids: &[String], workers: &[Worker]) {
-    let its = items(v);
+/// Returns the fleet's view once its stream is drained.
+fn assert_all_complete_once(
+    ws: &Path,
+    url: &dyn Fn() -> String,
+    ids: &[String],
+    workers: &[Worker],
+) -> Value {
     // The final status is written before the ack, and a worker logs the ack once the
     // server confirmed it: wait (bounded) for each item's ack line, or for the line that
     // says its ack was not confirmed (a node failing over), after which a later delivery
     // is ended without running the item.
     let unconfirmed = |id: &str| format!("item {id} is complete but its ack was not confirmed");
-    let deadline = Instant::now() + PATIENCE;
-    let logs = loop {
-        let logs: String = workers.iter().map(Worker::log).collect();
-        let settled = ids.iter().all(|id| {
+    let logs = logs_when(workers, |logs| {
+        ids.iter().all(|id| {
             logs.contains(&format!("acked item {id}: ")) || logs.contains(&unconfirmed(id))
-        });
-        if settled || Instant::now() > deadline {
-            break logs;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+        })
+    });
+    let v = drained(ws, url);
+    let its = items(&v);
     for id in ids {
         let i = &its[id];
         assert_eq!(i["state"], "complete", "{id}: {i}\n{logs}");
@@ -375,6 +409,7 @@ fn assert_all_complete_once(v: &Value, ids: &[String], workers: &[Worker]) {
     for w in workers {
         assert_no_key(&w.dir);
     }
+    v
 }
 
 fn assert_no_key(dir: &Path) {
@@ -420,8 +455,8 @@ fn fifty_tasks_on_four_workers_over_a_three_node_cluster_complete_exactly_once()
     let workers: Vec<Worker> = (1..=4)
         .map(|i| Worker::start(root.path(), &format!("w{i}"), &url, 3, 2, 10, &server))
         .collect();
-    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
-    assert_all_complete_once(&v, &ids, &workers);
+    wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let v = assert_all_complete_once(ws.path(), &|| url.clone(), &ids, &workers);
     // The work was shared.
     let by: BTreeSet<String> = items(&v)
         .values()
@@ -516,14 +551,15 @@ fn hostile_work_items_touch_nothing_outside_the_workers_folder() {
     let workers = vec![Worker::start(root.path(), "w1", &url, 1, 1, 3, &server)];
     let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
     assert_eq!(items(&v)["plain01"]["state"], "complete", "{v}");
-    let logs = workers[0].log();
+    // `plain01` was published first, so it can complete before the worker has pulled
+    // the items after it: wait until the worker has refused the three it cannot run,
+    // then look at what they might have touched.
+    let logs = logs_when(&workers, |l| {
+        l.matches("is not one this worker can run").count() >= 3
+    });
     assert_eq!(
         std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
         "mine",
-        "{logs}"
-    );
-    assert!(
-        logs.matches("is not one this worker can run").count() >= 3,
         "{logs}"
     );
     // The sprint item with a folder outside its workspace failed, final, without a run.
@@ -592,8 +628,8 @@ fn a_worker_killed_mid_task_loses_no_step_and_repeats_none() {
     workers[victim].kill9();
     // A replacement, so the fleet keeps two.
     workers.push(Worker::start(root.path(), "w3", &url, 1, 1, 3, &server));
-    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
-    assert_all_complete_once(&v, &ids, &workers);
+    wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    let v = assert_all_complete_once(ws.path(), &|| url.clone(), &ids, &workers);
     let slow = &items(&v)["slow01"];
     assert_ne!(slow["worker"].as_str(), Some(holder.as_str()));
     assert!(slow["deliveries"].as_u64().unwrap() >= 2, "{slow}");
@@ -637,8 +673,8 @@ fn a_nats_node_killed_mid_run_does_not_stop_the_fleet() {
     }
     nodes[0].kill9();
     let left = urls(&nodes);
-    let v = wait_final(ws.path(), &|| left.clone(), &ids, &workers);
-    assert_all_complete_once(&v, &ids, &workers);
+    wait_final(ws.path(), &|| left.clone(), &ids, &workers);
+    assert_all_complete_once(ws.path(), &|| left.clone(), &ids, &workers);
 }
 
 #[test]
@@ -768,6 +804,7 @@ fn an_item_that_cannot_run_is_failed_at_the_delivery_bound() {
         4,
         "{logs}"
     );
+    let v = drained(ws.path(), &|| url.clone());
     assert_eq!(v["pending_messages"], 0, "{v}");
 }
 
@@ -873,9 +910,10 @@ fn a_feature_list_sprint_runs_as_one_item() {
     let i = &items(&v)["features"];
     assert_eq!(i["state"], "complete", "{i}\n{}", workers[0].log());
     assert_eq!(i["kind"], "sprint");
-    let logs = workers[0].log();
+    let logs = logs_when(&workers, |l| l.contains("acked item features: "));
     assert_eq!(logs.matches("acked item features: ").count(), 1, "{logs}");
     assert_features_passed(&workers[0]);
+    let v = drained(f.ws.path(), &|| f.url.clone());
     assert_eq!(v["pending_messages"], 0, "{v}");
 }
 
@@ -904,7 +942,7 @@ fn a_sprint_whose_worker_dies_mid_role_task_resumes_from_its_checkpoint() {
     let i = &items(&v)["features"];
     assert_eq!(i["state"], "complete", "{i}\n{}", workers[1].log());
     assert_eq!(i["worker"], "w2", "{i}");
-    let logs = workers[1].log();
+    let logs = logs_when(&workers[1..], |l| l.contains("acked item features: "));
     assert!(
         logs.contains("item features: restored from its checkpoint"),
         "{logs}"
@@ -961,7 +999,7 @@ fn a_worker_that_loses_its_lease_stops_without_acking() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let second = Worker::start(root.path(), "w2", &url, 1, 1, 3, &server);
     let workers = vec![first, second];
-    let v = wait_final(ws.path(), &|| url.clone(), &ids, &workers);
+    wait_final(ws.path(), &|| url.clone(), &ids, &workers);
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     while !workers[0].log().contains("lease on item `paused01` lost") {
@@ -972,7 +1010,7 @@ fn a_worker_that_loses_its_lease_stops_without_acking() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_all_complete_once(&v, &ids, &workers);
+    let v = assert_all_complete_once(ws.path(), &|| url.clone(), &ids, &workers);
     let i = &items(&v)["paused01"];
     assert_eq!(i["worker"], "w2", "{i}");
     assert!(
