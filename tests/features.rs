@@ -22,11 +22,14 @@ const SPRINT: &str = "words";
 
 /// The three features: F-1 passes at once, F-2 is blocked after two failed tests, F-3
 /// (after the blocked one) passes after one retry.
-fn features_json(slow_first_test: bool) -> Value {
-    let f1 = if slow_first_test {
-        "sleep 2 && grep -qx one f1.txt"
-    } else {
-        "grep -qx one f1.txt"
+/// With `started`, F-1's test touches that file when it starts, then takes 2 s.
+fn features_json(started: Option<&Path>) -> Value {
+    let f1 = match started {
+        Some(marker) => format!(
+            "touch '{}' && sleep 2 && grep -qx one f1.txt",
+            marker.display()
+        ),
+        None => "grep -qx one f1.txt".to_string(),
     };
     json!({
         "goal": "three files that say their number",
@@ -282,7 +285,7 @@ fn assert_three_feature_end(s: &Setup, what: &str) {
 
 #[test]
 fn pass_blocked_after_two_failed_tests_and_the_next_passes_after_a_retry() {
-    let s = Setup::new(&features_json(false), &sessions());
+    let s = Setup::new(&features_json(None), &sessions());
     let out = s.run_cmd().output().unwrap();
     // Partial value: one feature blocked, two passed.
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -359,7 +362,7 @@ fn a_lowered_retry_bound_blocks_after_one_failed_test_and_a_raised_one_is_refuse
         ("003-builder", builder("f2.txt", "tw0", true)),
         ("006-builder", builder("f3.txt", "thre", true)),
     ];
-    let s = Setup::new(&features_json(false), &lowered);
+    let s = Setup::new(&features_json(None), &lowered);
     std::fs::write(
         s.ws().join("agentforge.toml"),
         "[value_loop.limits]\nmax_feature_retries = 1\n",
@@ -390,7 +393,7 @@ fn a_lowered_retry_bound_blocks_after_one_failed_test_and_a_raised_one_is_refuse
         );
     }
     // Above the seed's ceiling of 2: refused before anything runs.
-    let raised = Setup::new(&features_json(false), &sessions());
+    let raised = Setup::new(&features_json(None), &sessions());
     std::fs::write(
         raised.ws().join("agentforge.toml"),
         "[value_loop.limits]\nmax_feature_retries = 3\n",
@@ -427,7 +430,7 @@ fn kill_9_mid_run_then_resume_completes_with_no_session_run_twice() {
     // Crashes inside a session: after a step's action (files written, nothing recorded)
     // and after a session's last log line (the sprint's line not written yet).
     for fault in ["after_action@2", "after_log@3", "after_log@2"] {
-        let s = Setup::new(&features_json(false), &sessions());
+        let s = Setup::new(&features_json(None), &sessions());
         let out = s.run_cmd().env("AGENTFORGE_FAULT", fault).output().unwrap();
         assert_ne!(out.status.code(), Some(2), "{fault}: the fault must land");
         assert!(
@@ -440,20 +443,22 @@ fn kill_9_mid_run_then_resume_completes_with_no_session_run_twice() {
         assert_three_feature_end(&s, fault);
     }
     // SIGKILL of the whole process group while the host runs a feature's test.
-    let s = Setup::new(&features_json(true), &sessions());
+    let marks = tempfile::tempdir().unwrap();
+    let started = marks.path().join("test-started");
+    let s = Setup::new(&features_json(Some(&started)), &sessions());
     let log = s.ws().join("run.log");
     let mut child = spawn(s.run_cmd(), &log);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while s.events().is_empty() {
+    while !started.exists() {
         assert!(
             Instant::now() < deadline,
-            "no event: {}",
+            "F-1's test did not start: {}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The first event (CODE F-1) is recorded; the test (`sleep 2 && ...`) is running.
-    std::thread::sleep(Duration::from_millis(500));
+    // CODE F-1 is recorded and the test (`sleep 2 && ...`) has just started: killed
+    // now, not after a fixed wait a loaded machine could stretch past its end.
     let pid = child.id() as i32;
     // SAFETY: killpg has no memory-safety preconditions.
     unsafe {
@@ -500,7 +505,7 @@ fn a_goal_alone_runs_the_initializer_then_its_features() {
 
 #[test]
 fn a_bad_field_is_refused_naming_the_file_the_feature_and_the_field() {
-    let mut list = features_json(false);
+    let mut list = features_json(None);
     list["features"][1]["verify"] = json!("grep -qx two f2.txt");
     let s = Setup::new(&list, &sessions());
     let out = s.run_cmd().output().unwrap();

@@ -67,35 +67,54 @@ fn assert_clean(s: &str) {
 #[test]
 fn every_hostile_mode_is_a_typed_error_in_extract_and_the_host_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
+    // The same plugin twice, in two folders: a short deadline only for the modes that
+    // wait for it, a generous one for the rest, so that a slow machine turns no other
+    // error (the memory bomb's) into a deadline.
     let dir = tmp.path().join("plugins");
     install(
         &dir,
         "hostile",
         "hostile",
         "extractor",
+        "[limits]\ndeadline_ms = 5000\n",
+    );
+    let short = tmp.path().join("short-deadline");
+    install(
+        &short,
+        "hostile",
+        "hostile",
+        "extractor",
         "[limits]\ndeadline_ms = 500\n",
     );
-    let p = dir.to_str().unwrap();
-    // mode -> what the output must say (stdout facts or stderr error).
-    let cases: &[(&str, &str)] = &[
-        ("print", "printed"),
-        ("clock", "clock ok"),
-        ("tcp", "tcp: Err"),
-        ("udp", "udp: Err"),
-        ("dns", "dns: Err"),
-        ("panic", "panicked at"),
-        ("exit", "exited with code 1"),
-        ("bomb", "memory limit"),
-        ("loop", "plugin `hostile`: "),
-        ("sleep", "deadline of 500ms exceeded"),
-        ("shout", "output too large"),
-        ("recurse", "stack overflow"),
-        ("escape", "red"),
+    let (p, short) = (dir.to_str().unwrap(), short.to_str().unwrap());
+    // mode -> what the output must say (stdout facts or stderr error), and the plugins.
+    let cases: &[(&str, &str, &str)] = &[
+        ("print", "printed", p),
+        ("clock", "clock ok", p),
+        ("tcp", "tcp: Err", p),
+        ("udp", "udp: Err", p),
+        ("dns", "dns: Err", p),
+        ("panic", "panicked at", p),
+        ("exit", "exited with code 1", p),
+        ("bomb", "memory limit", p),
+        // Out of fuel or past the deadline, whichever comes first.
+        ("loop", "plugin `hostile`: ", short),
+        ("sleep", "deadline of 500ms exceeded", short),
+        ("shout", "output too large", p),
+        ("recurse", "stack overflow", p),
+        ("escape", "red", p),
     ];
-    for (mode, wanted) in cases {
+    for (mode, wanted, plugins) in cases {
         let out = af(
             tmp.path(),
-            &["extract", "--tool", mode, "--plugins", p, "--no-builtin"],
+            &[
+                "extract",
+                "--tool",
+                mode,
+                "--plugins",
+                plugins,
+                "--no-builtin",
+            ],
             "some output\n",
         );
         let (stdout, stderr) = text(&out);
@@ -335,12 +354,14 @@ fn a_run_with_a_hostile_extractor_goes_on_to_completion() {
     task.push_str("max_steps: 8\n");
     let dir = notes_workspace(&task);
     let plugins_dir = dir.path().join("my-plugins");
+    // Every mode runs under this one deadline, `sleep` to its end: long enough that the
+    // other modes (the memory bomb on a loaded machine) reach their own error first.
     install(
         &plugins_dir,
         "hostile",
         "hostile",
         "extractor",
-        "[limits]\ndeadline_ms = 300\n",
+        "[limits]\ndeadline_ms = 3000\n",
     );
     let server = ScriptedServer::builder(Protocol::OpenAi)
         .script(vec![
@@ -359,7 +380,7 @@ fn a_run_with_a_hostile_extractor_goes_on_to_completion() {
         "panicked at",
         "exited with code 1",
         "memory limit",
-        "deadline of 300ms exceeded",
+        "deadline of 3s exceeded",
     ] {
         assert!(stderr.contains(wanted), "`{wanted}` not in\n{stderr}");
     }

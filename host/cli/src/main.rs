@@ -1517,35 +1517,44 @@ fn cost_line(cost: Option<agentforge::cost::CostTotals>, config: &Config) -> Str
 
 /// Turns SIGINT and SIGTERM into a stop request: the first stops the run at a safe point
 /// (the run then exits with 128 + the signal's number); a second one exits at once,
-/// still killing the running commands' process groups. Runs on a worker thread, so it
-/// answers even while the run's own thread is busy.
+/// still killing the running commands' process groups. Spawned, it runs on a worker
+/// thread, so it answers even while the run's own thread is busy.
+///
+/// The handlers are installed by this call, in the caller (inside the runtime), not
+/// by the task: a task's body runs only when a worker first polls it, and a signal
+/// before that would meet the default action. Must be called in the runtime's context.
 #[cfg(unix)]
-async fn watch_signals(
+fn watch_signals(
     stop: agentforge::executor::StopRequest,
     got: std::sync::Arc<std::sync::atomic::AtomicI32>,
     task_id: String,
-) {
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
+    let handlers = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        // Without handlers the default actions apply: the process dies and resume repairs.
-        return;
-    };
-    loop {
-        let number = tokio::select! {
-            _ = int.recv() => SignalKind::interrupt().as_raw_value(),
-            _ = term.recv() => SignalKind::terminate().as_raw_value(),
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term)) = handlers else {
+            // Without handlers the default actions apply: the process dies and resume repairs.
+            return;
         };
-        if stop.is_requested() {
-            agentforge::commands::ProcessGroups::global().kill_all();
-            eprintln!("interrupted again: exiting now; `agentforge resume {task_id}` continues");
-            std::process::exit(128 + number);
+        loop {
+            let number = tokio::select! {
+                _ = int.recv() => SignalKind::interrupt().as_raw_value(),
+                _ = term.recv() => SignalKind::terminate().as_raw_value(),
+            };
+            if stop.is_requested() {
+                agentforge::commands::ProcessGroups::global().kill_all();
+                eprintln!(
+                    "interrupted again: exiting now; `agentforge resume {task_id}` continues"
+                );
+                std::process::exit(128 + number);
+            }
+            got.store(number, std::sync::atomic::Ordering::SeqCst);
+            stop.request();
+            eprintln!("stopping at a safe point (press Ctrl-C again to exit at once)");
         }
-        got.store(number, std::sync::atomic::Ordering::SeqCst);
-        stop.request();
-        eprintln!("stopping at a safe point (press Ctrl-C again to exit at once)");
     }
 }
 

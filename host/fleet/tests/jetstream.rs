@@ -10,9 +10,13 @@ use std::time::Duration;
 use agentforge_fleet::{Fleet, FleetError, FleetOptions, ItemKind};
 use nats::{free_port, nats_present, Node};
 
+/// A lease's lifetime: long enough that a lease is still held a few round-trips after it
+/// was taken on a loaded machine, short enough to wait out once.
+const ACK_WAIT: Duration = Duration::from_secs(6);
+
 fn opts(s: &Node) -> FleetOptions {
     let mut o = FleetOptions::new(s.url());
-    o.ack_wait = Duration::from_secs(2);
+    o.ack_wait = ACK_WAIT;
     o
 }
 
@@ -28,11 +32,12 @@ async fn submission_leases_and_checkpoints_on_a_real_server() {
     let _ = fleet.consumer().await.unwrap();
     // A worker timed on another ack wait than the consumer's is refused, naming it.
     let mut slower = opts(&s);
-    slower.ack_wait = Duration::from_secs(5);
+    slower.ack_wait = ACK_WAIT + Duration::from_secs(3);
     let Err(e) = Fleet::connect(slower).await.unwrap().consumer().await else {
         panic!("another ack wait is refused");
     };
-    assert!(e.to_string().contains("--ack-wait 2"), "{e}");
+    let named = format!("--ack-wait {}", ACK_WAIT.as_secs());
+    assert!(e.to_string().contains(&named), "{e}");
 
     let kind = ItemKind::Task {
         spec_yaml: "id: a\n".into(),
@@ -72,7 +77,7 @@ async fn submission_leases_and_checkpoints_on_a_real_server() {
     let mut l1 = fleet.acquire_lease("a", "w1").await.unwrap().unwrap();
     assert!(other.acquire_lease("a", "w2").await.unwrap().is_err());
     fleet.renew_lease(&mut l1).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(2200)).await;
+    tokio::time::sleep(ACK_WAIT + Duration::from_millis(200)).await;
     let l2 = other.acquire_lease("a", "w2").await.unwrap().unwrap();
     let lost = fleet.renew_lease(&mut l1).await.unwrap_err();
     assert!(matches!(lost, FleetError::LeaseLost { .. }), "{lost}");

@@ -572,7 +572,8 @@ mod tests {
     async fn captures_stdout_and_stderr() {
         let dir = tmp();
         let out = run_command(
-            "echo to-out; echo to-err >&2; sleep 0.1; echo later",
+            // A second apart, so a reader stalled by a loaded machine still sees them in order.
+            "echo to-out; echo to-err >&2; sleep 1; echo later",
             dir.path(),
             &CommandLimits::default(),
         )
@@ -607,7 +608,9 @@ mod tests {
             pid_file.display()
         );
         let started = Instant::now();
-        let out = run_command(&cmd, dir.path(), &limits(1, 1024))
+        // 3 s, not 1: the shell must have written the pid file before the kill, even
+        // on a loaded machine; `sleep 100` still outlives it by far.
+        let out = run_command(&cmd, dir.path(), &limits(3, 1024))
             .await
             .unwrap();
         assert!(out.timed_out);
