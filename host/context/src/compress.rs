@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 /// How hard a section is compressed. `None` means "not cut".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Params {
     /// Multi-line strings keep their first and last `lines` lines.
     pub lines: Option<usize>,
@@ -34,7 +34,7 @@ pub(crate) struct Params {
 }
 
 /// Which parameter a [`Stage`] tightens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Knob {
     Lines,
     Keep,
@@ -64,7 +64,7 @@ impl Params {
 }
 
 /// One step of a section's compression ladder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Stage {
     /// Tighten a knob: the largest value in `lo..=hi` that fits (tried from `hi` down).
     Range(Knob, usize, usize),

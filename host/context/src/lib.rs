@@ -38,6 +38,7 @@ pub mod prompts;
 pub mod schemas;
 
 mod compress;
+mod memo;
 mod tokens;
 mod yaml;
 
@@ -469,7 +470,7 @@ pub enum ContextError {
 }
 
 /// The user-message sections, in prompt order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Section {
     Task,
     Instructions,
@@ -1228,8 +1229,82 @@ impl<'a> Prepared<'a> {
 
     /// Compresses a section along `ladder`, starting from `start`, until it fits
     /// `target` tokens or the ladder is exhausted. The returned count is exact.
+    ///
+    /// A fit of the same section input, start, target and ladder as an earlier one is
+    /// not searched again: its result is rendered with the parameters found then
+    /// ([`memo`]). Not while counts are byte bounds, which fit differently.
     fn fit(&self, s: Section, start: Params, target: usize, ladder: &[Stage]) -> Rendered {
         let cap = target.saturating_mul(2).saturating_add(256);
+        let key = if tokens::is_bounded() {
+            None
+        } else {
+            self.fit_key(s, &start, target, ladder)
+        };
+        if let Some(p) = key.and_then(memo::get) {
+            let mut cur = self.measure(s, p, cap);
+            if let (Count::Over(_), Some(t)) = (cur.count, &cur.text) {
+                cur.count = Count::Exact(count_cached(t));
+            }
+            return cur;
+        }
+        let cur = self.search_fit(s, start, target, ladder, cap);
+        if let Some(key) = key {
+            memo::put(key, cur.params);
+        }
+        cur
+    }
+
+    /// The digest of everything a fit of `s` depends on, for the sections whose input
+    /// is large enough to be worth it; `None` for the others, which are always searched.
+    fn fit_key(&self, s: Section, start: &Params, target: usize, ladder: &[Stage]) -> Option<u128> {
+        let mut d = memo::Digest::new(s, start, target, ladder);
+        let input = self.input;
+        match s {
+            Section::Instructions => {
+                for f in input.instructions {
+                    d.str(&f.path);
+                    d.str(&f.content);
+                }
+            }
+            Section::Focus => d.value(&input.focus),
+            Section::CurrentState => d.value(&input.current_state),
+            Section::Understanding => {
+                for facts in &self.facts {
+                    d.u64(facts.len() as u64);
+                    for (f, rank) in facts {
+                        d.str(&f.statement);
+                        d.u64(u64::from(f.confidence.to_bits()));
+                        d.u64(*rank as u64);
+                    }
+                }
+            }
+            Section::WorkingMemory => {
+                for item in input.working_memory {
+                    d.u64(u64::from(item.kind == ItemKind::ActionResult));
+                    d.u64(u64::from(item.pinned));
+                    d.str(&item.key);
+                    d.str(&item.content);
+                }
+            }
+            Section::Task
+            | Section::Precedents
+            | Section::Verification
+            | Section::Recent
+            | Section::Feedback
+            | Section::Actions => return None,
+        }
+        Some(d.finish())
+    }
+
+    /// [`Prepared::fit`]'s search.
+    fn search_fit(
+        &self,
+        s: Section,
+        start: Params,
+        target: usize,
+        ladder: &[Stage],
+        cap: usize,
+    ) -> Rendered {
         let mut cur = self.measure(s, start, cap);
         if !cur.fits(target) {
             // Sizes seen without any cut bound the searches.

@@ -770,6 +770,123 @@ fn build_is_deterministic() {
     assert_eq!(a.total_tokens, b.total_tokens);
 }
 
+/// Working memory of small items after a long oldest one, and facts whose length grows
+/// with their step: what is cut first (the pinning, the confidence) decides how much
+/// fits.
+fn uneven(pinned: bool, long_facts_confident: bool) -> Fixture {
+    let mut f = Fixture::scaled(3);
+    f.memory = (0..5)
+        .map(|i| {
+            let lines = if i == 0 { 150 } else { 3 };
+            let content = (0..lines)
+                .map(|j| format!("line {j} of item {i}\n"))
+                .collect();
+            memory(&format!("note:{i}"), ItemKind::LoadedContext, content, i)
+        })
+        .collect();
+    f.memory[0].pinned = pinned;
+    f.facts = (0..12)
+        .map(|i| {
+            let conf = if long_facts_confident {
+                0.5 + i as f32 / 100.0
+            } else {
+                0.9 - i as f32 / 100.0
+            };
+            let statement = format!("fact {i}: {}", "detail ".repeat(1 + 4 * i));
+            fact(
+                &format!("f{i}"),
+                FactCategory::Pattern,
+                &statement,
+                conf,
+                i as u64,
+            )
+        })
+        .collect();
+    f
+}
+
+/// The fits remembered from earlier builds ([`memo`]) never change a prompt: every
+/// build below, made after builds of inputs that differ from it in one way each (what a
+/// section shows, or only what orders its cut: pinning, confidence, key order, line
+/// ends), equals the same build made without the memo.
+#[test]
+fn remembered_fits_never_change_a_prompt() {
+    let variants: Vec<(&str, Fixture)> = vec![
+        ("scaled 3", Fixture::scaled(3)),
+        ("scaled 4", Fixture::scaled(4)),
+        ("scaled 7", Fixture::scaled(7)),
+        ("small items, a long one pinned", uneven(true, false)),
+        ("small items, a long one not pinned", uneven(false, false)),
+        ("facts, the long ones most confident", uneven(false, true)),
+        ("facts, the short ones most confident", uneven(false, false)),
+        ("scaled 7, a fact reworded", {
+            let mut f = Fixture::scaled(7);
+            f.facts[0]
+                .statement
+                .push_str(" and much more besides, at length");
+            f
+        }),
+        ("scaled 7, CRLF file", {
+            let mut f = Fixture::scaled(7);
+            let file = f.current_state["file_content"]["content"]
+                .as_str()
+                .unwrap()
+                .replace('\n', "\r\n");
+            f.current_state["file_content"]["content"] = Value::String(file);
+            f
+        }),
+        ("scaled 7, keys reordered", {
+            let mut f = Fixture::scaled(7);
+            let Value::Object(m) = f.current_state.take() else {
+                panic!("current_state is a map")
+            };
+            f.current_state = Value::Object(m.into_iter().rev().collect());
+            f
+        }),
+        ("scaled 7, instructions short", {
+            let mut f = Fixture::scaled(7);
+            for i in &mut f.instructions {
+                i.content = "- One rule.\n".into();
+            }
+            f
+        }),
+    ];
+    let tight = |total: usize| Budgets {
+        total,
+        ..Budgets::default()
+    };
+    let budgets = [
+        Budgets::default(),
+        tight(6000),
+        tight(4500),
+        Budgets {
+            current_state: 600,
+            working_memory: 900,
+            understanding: 150,
+            instructions: 300,
+            ..Budgets::default()
+        },
+    ];
+    for b in &budgets {
+        for (name, fx) in &variants {
+            let with = build(&fx.input(), b);
+            let without = memo::without(|| build(&fx.input(), b));
+            match (with, without) {
+                (Ok(with), Ok(without)) => {
+                    assert_eq!(with.user, without.user, "{name}, {b:?}");
+                    assert_eq!(with.compressions, without.compressions, "{name}, {b:?}");
+                    assert_eq!(with.sections, without.sections, "{name}, {b:?}");
+                    assert_eq!(with.total_tokens, without.total_tokens, "{name}, {b:?}");
+                }
+                (Err(with), Err(without)) => {
+                    assert_eq!(with.to_string(), without.to_string(), "{name}, {b:?}")
+                }
+                (with, without) => panic!("{name}, {b:?}: {with:?} vs {without:?}"),
+            }
+        }
+    }
+}
+
 /// A prompt built on byte counts (what [`build_for_step`] sends while the tokenizer
 /// loads) is the very prompt exact counting builds when the bytes cut nothing, and its
 /// counts become the exact ones; when the bytes would cut, it is not used; and when

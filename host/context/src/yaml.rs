@@ -24,8 +24,15 @@ pub(crate) fn section(key: &str, value: &Value) -> String {
     out
 }
 
-fn pad(out: &mut String, n: usize) {
-    out.extend(std::iter::repeat_n(' ', n));
+/// Indents by `n` spaces (a slice copy: once per line of every block, so char-by-char
+/// pushes showed in a step's profile).
+fn pad(out: &mut String, mut n: usize) {
+    const SPACES: &str = "                                                                ";
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        n -= k;
+    }
 }
 
 /// Writes `key:` and its value. `with_pad` is false when the key follows `- `.
@@ -120,6 +127,15 @@ fn string(out: &mut String, s: &str, content_indent: usize) {
 
 /// Whether `s` can be written as a literal block scalar.
 fn block_allowed(s: &str) -> bool {
+    if s.is_ascii() {
+        // The common case (code, logs), decided on bytes: printable ASCII is 0x20..0x7f,
+        // and then the only white space left is space, tab and line feed.
+        let b = s.as_bytes();
+        return b
+            .iter()
+            .all(|&c| c == b'\n' || c == b'\t' || (0x20..0x7f).contains(&c))
+            && b.iter().any(|&c| !matches!(c, b' ' | b'\n' | b'\t'));
+    }
     s.chars().any(|c| !c.is_whitespace())
         && s.chars().all(|c| c == '\n' || c == '\t' || printable(c))
 }
@@ -186,10 +202,12 @@ fn plain_allowed(s: &str) -> bool {
     if s.starts_with("<<") || s.contains(": ") || s.contains(" #") || s.ends_with(':') {
         return false;
     }
-    if !s.chars().all(printable) {
-        return false;
-    }
-    !resolves_to_non_string(s)
+    let printable_text = if s.is_ascii() {
+        s.bytes().all(|b| (0x20..0x7f).contains(&b))
+    } else {
+        s.chars().all(printable)
+    };
+    printable_text && !resolves_to_non_string(s)
 }
 
 /// Whether a plain `s` could be read as null, a boolean or a number by some YAML reader.
@@ -198,14 +216,15 @@ fn resolves_to_non_string(s: &str) -> bool {
         "~", "null", "true", "false", "yes", "no", "on", "off", "y", "n", ".inf", "-.inf", "+.inf",
         ".nan",
     ];
-    let lower = s.to_ascii_lowercase();
-    if WORDS.contains(&lower.as_str()) {
-        return true;
-    }
-    if s.parse::<f64>().is_ok() {
+    if WORDS.iter().any(|w| w.eq_ignore_ascii_case(s)) {
         return true;
     }
     let first = s.as_bytes()[0];
+    // Rust's float syntax starts with a digit, a sign, a point, or `inf`/`nan` in any
+    // case; other strings need no parse attempt.
+    if (first.is_ascii_digit() || b"+-.iInN".contains(&first)) && s.parse::<f64>().is_ok() {
+        return true;
+    }
     let numberish = (first.is_ascii_digit() || b"+-.".contains(&first))
         && s.bytes().any(|b| b.is_ascii_digit())
         && s.bytes()
@@ -288,10 +307,36 @@ mod tests {
             "ls\u{2028}x",
             "bom\u{feff}",
             "a\\b",
+            "inf",
+            "NaN",
+            "Infinity",
+            "-inf",
+            "+1",
+            "-.5",
+            "n",
+            "ON",
         ] {
             round_trip(&json!(s));
             round_trip(&json!([s]));
             round_trip(&json!({ s: s }));
+        }
+    }
+
+    proptest::proptest! {
+        /// Any string, one-line or not, ASCII or not, with control characters and
+        /// YAML's indicators, reads back as itself: in a mapping, in a sequence and as
+        /// a key (CRLF aside, which is shown as LF by design).
+        #[test]
+        fn any_string_round_trips(
+            s in "([ -~]|[\t\n\r\u{0b}\u{0c}\u{00}-\u{1f}\u{7f}\u{85}\u{a0}\u{2028}\u{feff}é世]|: | #|- |0x1|1e3|true|~){0,24}"
+        ) {
+            let s = s.replace("\r\n", "\n");
+            round_trip(&json!(s));
+            round_trip(&json!([s.clone()]));
+            round_trip(&json!({ "a": { "b": [s.clone(), { "c": s.clone() }] } }));
+            if !s.contains('\n') {
+                round_trip(&json!({ s.clone(): 1 }));
+            }
         }
     }
 
