@@ -1231,7 +1231,7 @@ impl<'a> Prepared<'a> {
     /// `target` tokens or the ladder is exhausted. The returned count is exact.
     ///
     /// A fit of the same section input, start, target and ladder as an earlier one is
-    /// not searched again: its result is rendered with the parameters found then
+    /// not searched or rendered again: its result is the rendering found then
     /// ([`memo`]). Not while counts are byte bounds, which fit differently.
     fn fit(&self, s: Section, start: Params, target: usize, ladder: &[Stage]) -> Rendered {
         let cap = target.saturating_mul(2).saturating_add(256);
@@ -1240,16 +1240,12 @@ impl<'a> Prepared<'a> {
         } else {
             self.fit_key(s, &start, target, ladder)
         };
-        if let Some(p) = key.and_then(memo::get) {
-            let mut cur = self.measure(s, p, cap);
-            if let (Count::Over(_), Some(t)) = (cur.count, &cur.text) {
-                cur.count = Count::Exact(count_cached(t));
-            }
-            return cur;
+        if let Some(fitted) = key.and_then(memo::get) {
+            return fitted;
         }
         let cur = self.search_fit(s, start, target, ladder, cap);
         if let Some(key) = key {
-            memo::put(key, cur.params);
+            memo::put(key, &cur);
         }
         cur
     }
@@ -1393,7 +1389,7 @@ fn range_top(knob: Knob, hi: usize, natural: &Stats, cur: &Params) -> Option<(us
 
 /// One measured rendering of a section.
 #[derive(Debug, Clone)]
-struct Rendered {
+pub(crate) struct Rendered {
     text: Option<String>,
     count: Count,
     stats: Stats,

@@ -3,8 +3,8 @@
 //! From one step to the next a section's input is often the same (the file the agent
 //! works on, its working memory), and so is its budget. Finding the cut that fits is a
 //! search of several renderings; when the section's input, its starting parameters, its
-//! target and its ladder are all the same as in an earlier build, the parameters that
-//! search found are rendered once instead.
+//! target and its ladder are all the same as in an earlier build, the rendering that
+//! search ended with is used again, unrendered and uncounted.
 //!
 //! The key is a 128-bit digest of the section's *input*, not of its rendered text:
 //! some inputs that decide a cut are not shown (a fact's rank comes from its
@@ -13,8 +13,7 @@
 //! line ends). The digest covers everything [`crate::Prepared::render`] reads for the
 //! section; a section without a digest is always searched.
 //!
-//! A hit renders with the remembered parameters, which is exactly what the search ends
-//! with (its result is one rendering, deterministic in those inputs), so a build with
+//! The search's result is one rendering, deterministic in those inputs, so a build with
 //! the memo gives the same prompt as one without it.
 
 use std::collections::HashMap;
@@ -25,36 +24,47 @@ use serde_json::Value;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::compress::Params;
+use crate::Rendered;
 
-/// Remembered fits; past it the memo starts over (a bound on memory: under 100 bytes
-/// an entry).
+/// Remembered fits, and the bytes of their texts; past either the memo starts over.
 const ENTRIES: usize = 1024;
+const TEXT_BYTES: usize = 16 << 20;
 
-static FITS: LazyLock<Mutex<HashMap<u128, Params>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+#[derive(Default)]
+struct Fits {
+    by_key: HashMap<u128, Rendered>,
+    text_bytes: usize,
+}
+
+static FITS: LazyLock<Mutex<Fits>> = LazyLock::new(Mutex::default);
 
 thread_local! {
     /// Off for the tests that compare builds with and without the memo.
     static OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// The parameters an earlier fit with this key ended with.
-pub(crate) fn get(key: u128) -> Option<Params> {
+/// The rendering an earlier fit with this key ended with.
+pub(crate) fn get(key: u128) -> Option<Rendered> {
     if OFF.with(std::cell::Cell::get) {
         return None;
     }
-    FITS.lock().ok()?.get(&key).copied()
+    FITS.lock().ok()?.by_key.get(&key).cloned()
 }
 
-/// Remembers the parameters a fit with this key ended with.
-pub(crate) fn put(key: u128, params: Params) {
+/// Remembers the rendering a fit with this key ended with.
+pub(crate) fn put(key: u128, fitted: &Rendered) {
     if OFF.with(std::cell::Cell::get) {
         return;
     }
+    let bytes = fitted.text.as_ref().map_or(0, String::len);
     if let Ok(mut fits) = FITS.lock() {
-        if fits.len() >= ENTRIES {
-            fits.clear();
+        if fits.by_key.len() >= ENTRIES || fits.text_bytes + bytes > TEXT_BYTES {
+            *fits = Fits::default();
         }
-        fits.insert(key, params);
+        if let Some(old) = fits.by_key.insert(key, fitted.clone()) {
+            fits.text_bytes -= old.text.as_ref().map_or(0, String::len);
+        }
+        fits.text_bytes += bytes;
     }
 }
 
