@@ -330,6 +330,10 @@ pub fn read_last_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
     }
 }
 
+/// The steps of [`atomic_rewrite`]. Each system call here is paid every step for two
+/// files, so the states are told apart by the calls' own errors, not by looking first:
+/// the link finds a leftover `.old` (`AlreadyExists`) and a first write (`NotFound`), and
+/// the spare is truncated only when it was longer than the new bytes.
 fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let synced = durability == Durability::Synced;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -339,32 +343,51 @@ fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> 
         .unwrap_or_default();
     let spare = dir.join(format!(".{name}.spare"));
     let old = dir.join(format!(".{name}.old"));
-    if !path.exists() {
-        // First write: durable whatever is asked (there is no older version to fall back on).
-        return atomic_write(path, bytes);
-    }
-    if old.exists() {
-        // Left by a crash between steps 2 and 4: the spare may be gone, so start clean.
-        fs::remove_file(&old)?;
-    }
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&spare)?;
-        f.write_all(bytes)?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&spare)?;
+    let had = f.metadata()?.len();
+    f.write_all(bytes)?;
+    if had > bytes.len() as u64 {
         f.set_len(bytes.len() as u64)?;
-        if synced {
-            f.sync_all()?;
-        }
     }
-    if fs::hard_link(path, &old).is_ok() {
-        fs::rename(&spare, path)?;
-        fs::rename(&old, &spare)?;
-    } else {
-        // No hard links here (some network file systems): plain replace.
-        fs::rename(&spare, path)?;
+    if synced {
+        f.sync_all()?;
+    }
+    let linked = match fs::hard_link(path, &old) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            // Left by a crash between steps 2 and 4: start clean.
+            fs::remove_file(&old)?;
+            fs::hard_link(path, &old)
+        }
+        linked => linked,
+    };
+    match linked {
+        Ok(()) => {
+            drop(f);
+            fs::rename(&spare, path)?;
+            fs::rename(&old, &spare)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // First write: durable whatever is asked (there is no older version to fall
+            // back on).
+            if !synced {
+                f.sync_all()?;
+            }
+            drop(f);
+            fs::rename(&spare, path)?;
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+            return Ok(());
+        }
+        Err(_) => {
+            // No hard links here (some network file systems): plain replace.
+            drop(f);
+            fs::rename(&spare, path)?;
+        }
     }
     if synced {
         if let Ok(d) = File::open(dir) {
@@ -1244,18 +1267,40 @@ mod tests {
 
     #[test]
     fn atomic_rewrite_keeps_exact_contents_across_sizes() {
-        let tmp = tempfile::tempdir().unwrap();
-        let p = tmp.path().join("f.yaml");
-        for (i, len) in [10usize, 5000, 3, 0, 70_000, 12].into_iter().enumerate() {
-            let content = vec![b'a' + i as u8; len];
-            atomic_rewrite(&p, &content).unwrap();
-            assert_eq!(fs::read(&p).unwrap(), content);
+        for durability in [Durability::Synced, Durability::Cache] {
+            let tmp = tempfile::tempdir().unwrap();
+            let p = tmp.path().join("f.yaml");
+            // Longer and shorter than the version before and the one before that (the
+            // spare holds the latter).
+            let sizes = [10usize, 5000, 3, 0, 70_000, 12, 11, 13, 4999, 1, 1, 0, 0, 2];
+            for (i, len) in sizes.into_iter().enumerate() {
+                let content = vec![b'a' + i as u8; len];
+                rewrite(&p, &content, durability).unwrap();
+                assert_eq!(fs::read(&p).unwrap(), content, "{durability:?}, write {i}");
+            }
+            // A leftover `.old` from a crash is tidied and the write still lands.
+            fs::write(tmp.path().join(".f.yaml.old"), b"stale").unwrap();
+            rewrite(&p, b"fresh", durability).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), b"fresh");
+            assert!(!tmp.path().join(".f.yaml.old").exists());
+            // A crash after the spare was renamed over the file, before `.old` became the
+            // next spare: no spare, a `.old`.
+            fs::rename(
+                tmp.path().join(".f.yaml.spare"),
+                tmp.path().join(".f.yaml.old"),
+            )
+            .unwrap();
+            rewrite(&p, b"after the crash", durability).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), b"after the crash");
+            assert!(!tmp.path().join(".f.yaml.old").exists());
+            rewrite(&p, b"next", durability).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), b"next");
+            // The first write of a file leaves it and no spare.
+            let q = tmp.path().join("new.yaml");
+            rewrite(&q, b"first", durability).unwrap();
+            assert_eq!(fs::read(&q).unwrap(), b"first");
+            assert!(!tmp.path().join(".new.yaml.spare").exists());
         }
-        // A leftover `.old` from a crash is tidied and the write still lands.
-        fs::write(tmp.path().join(".f.yaml.old"), b"stale").unwrap();
-        atomic_rewrite(&p, b"fresh").unwrap();
-        assert_eq!(fs::read(&p).unwrap(), b"fresh");
-        assert!(!tmp.path().join(".f.yaml.old").exists());
     }
 
     #[test]
