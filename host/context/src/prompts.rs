@@ -7,6 +7,7 @@
 //! `<phase>.j2`, built-in `<phase>.j2`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -32,6 +33,36 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../prompts/implement_feature.implement.j2"),
     ),
 ];
+
+/// Templates compiled in this process, by their text's digest: a step renders the same
+/// few templates, and compiling one was half the cost of rendering it. Bounded; past it,
+/// compiling starts over.
+static COMPILED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<u128, Arc<minijinja::Environment<'static>>>>,
+> = std::sync::LazyLock::new(Default::default);
+const COMPILED_ENTRIES: usize = 64;
+
+/// An environment holding `text` compiled as template `t`, with strict undefined
+/// variables and the rendering bounded by fuel (templates may come from task-type
+/// plugins).
+fn compiled(text: String) -> Result<Arc<minijinja::Environment<'static>>, minijinja::Error> {
+    let key = xxhash_rust::xxh3::xxh3_128(text.as_bytes());
+    if let Some(env) = COMPILED.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(env);
+    }
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.set_fuel(Some(TEMPLATE_FUEL));
+    env.add_template_owned("t", text)?;
+    let env = Arc::new(env);
+    if let Ok(mut c) = COMPILED.lock() {
+        if c.len() >= COMPILED_ENTRIES {
+            c.clear();
+        }
+        c.insert(key, Arc::clone(&env));
+    }
+    Ok(env)
+}
 
 /// Values a template can use.
 #[derive(Debug, Clone, Serialize)]
@@ -143,15 +174,11 @@ impl Prompts {
                 task_type: vars.task_type.to_string(),
                 phase: vars.phase.to_string(),
             })?;
-        let mut env = minijinja::Environment::new();
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        // Templates may come from task-type plugins: rendering is bounded like a call.
-        env.set_fuel(Some(TEMPLATE_FUEL));
         let render_err = |e: minijinja::Error| PromptError::Render {
             name: name.clone(),
             message: e.to_string(),
         };
-        env.add_template_owned("t", text).map_err(render_err)?;
+        let env = compiled(text).map_err(render_err)?;
         let tmpl = env.get_template("t").map_err(render_err)?;
         let mut out = CappedWriter::default();
         if let Err(e) = tmpl.render_captured_to(vars, &mut out) {
@@ -274,6 +301,45 @@ mod tests {
             .render_with(&vars("x", "analyze"), &big)
             .unwrap_err();
         assert!(e.to_string().contains("renders more than"), "{e}");
+    }
+
+    /// A compiled template is kept for the next render: each render still gets its own
+    /// variables and its own fuel, and an error names the template it came from.
+    #[test]
+    fn a_kept_template_renders_each_call_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("analyze.j2"),
+            "Step {{ step }} of {{ goal }}",
+        )
+        .unwrap();
+        let p = Prompts::new(Some(dir.path()));
+        let mut v = vars("x", "analyze");
+        assert_eq!(p.render(&v).unwrap(), "Step 2 of Make the test pass");
+        v.step = 3;
+        v.goal = "Another goal";
+        assert_eq!(p.render(&v).unwrap(), "Step 3 of Another goal");
+        // 256 * 1024 iterations use up the fuel; again from the kept template.
+        let spin = "{% for a in range(256) %}{% for b in range(1024) %}{% endfor %}{% endfor %}";
+        for (task_type, name) in [("x", "x.analyze.j2"), ("y", "y.analyze.j2")] {
+            let schema = vec![(name.to_string(), spin.to_string())];
+            for _ in 0..2 {
+                let e = p
+                    .render_with(&vars(task_type, "analyze"), &schema)
+                    .unwrap_err();
+                assert!(e.to_string().contains(name), "{e}");
+                assert!(e.to_string().contains("fuel"), "{e}");
+            }
+        }
+        // Within the fuel, it renders every time.
+        let small = "{% for a in range(100) %}{% endfor %}ok {{ step }}";
+        let schema = vec![("x.analyze.j2".to_string(), small.to_string())];
+        for _ in 0..3 {
+            assert_eq!(
+                p.render_with(&vars("x", "analyze"), &schema).unwrap(),
+                "ok 2"
+            );
+        }
     }
 
     #[test]
