@@ -147,37 +147,43 @@ impl Prepared {
         let mut code_versions: HashMap<String, Versions> = HashMap::new();
         let mut versions: HashMap<String, Versions> = HashMap::new();
         let mut changed_so_far = false;
+        let fixed: Vec<Arc<Fixed>> = history
+            .iter()
+            .map(|v| match memo {
+                Some(m) => m.fixed(v),
+                None => Arc::new(Fixed::of(v)),
+            })
+            .collect();
         let steps = history
             .iter()
-            .map(|s| {
-                let edit = text_edit(s);
-                let rewrite = rewrite_of(s);
+            .zip(&fixed)
+            .map(|(s, f)| {
+                let changes = &f.changes;
+                let edit = changes.edit.clone();
+                let rewrite = changes.rewrite.clone();
                 let noop = edit
                     .as_ref()
                     .is_some_and(|(_, (removed, added))| removed.is_empty() && added.is_empty())
-                    || inserts_no_code(s)
+                    || changes.inserts_no_code
                     || rewrite.as_ref().is_some_and(|(file, place, id)| {
                         last_write.get(file) == Some(&(place.clone(), id.clone()))
                     });
-                if s.result == ActionResult::Success
-                    && ActionCategory::of(&s.action) == ActionCategory::Edit
-                {
-                    let file = s
-                        .target
-                        .as_deref()
-                        .or(param_str(&s.parameters, "path"))
-                        .map(normalize_path);
+                if let Some(file) = &changes.edited {
                     match (rewrite, file) {
                         (Some((file, place, id)), _) => {
                             last_write.insert(file, (place, id));
                         }
                         (None, Some(file)) => {
-                            last_write.remove(&file);
+                            last_write.remove(file);
                         }
                         _ => {}
                     }
                 }
-                let mut content = if noop { Vec::new() } else { content_ids(s) };
+                let mut content = if noop {
+                    Vec::new()
+                } else {
+                    changes.content.clone()
+                };
                 if s.file_hashes.is_empty() {
                     for (file, id) in &mut content {
                         let state = net.entry(file.clone()).or_default();
@@ -249,13 +255,6 @@ impl Prepared {
                     edits.entry(file).or_default().push((versions, diff));
                 }
                 facts
-            })
-            .collect();
-        let fixed = history
-            .iter()
-            .map(|v| match memo {
-                Some(m) => m.fixed(v),
-                None => Arc::new(Fixed::of(v)),
             })
             .collect();
         Prepared { steps, fixed }
@@ -875,10 +874,48 @@ fn message_text(s: &StepView) -> String {
     }
 }
 
+/// What a step changes in files by itself, the input of [`Prepared::with_memo`]'s
+/// history-wide file facts.
+#[derive(Debug)]
+pub(crate) struct StepChanges {
+    /// [`text_edit`].
+    edit: Option<(String, CodeDiff)>,
+    /// [`rewrite_of`].
+    rewrite: Option<(String, String, String)>,
+    /// [`inserts_no_code`].
+    inserts_no_code: bool,
+    /// [`content_ids`].
+    content: Vec<(String, String)>,
+    /// A successful edit: the file it names (`None` when it names none, or is no edit).
+    edited: Option<Option<String>>,
+}
+
+impl StepChanges {
+    fn of(s: &StepView) -> StepChanges {
+        let edited = (s.result == ActionResult::Success
+            && ActionCategory::of(&s.action) == ActionCategory::Edit)
+            .then(|| {
+                s.target
+                    .as_deref()
+                    .or(param_str(&s.parameters, "path"))
+                    .map(normalize_path)
+            });
+        StepChanges {
+            edit: text_edit(s),
+            rewrite: rewrite_of(s),
+            inserts_no_code: inserts_no_code(s),
+            content: content_ids(s),
+            edited,
+        }
+    }
+}
+
 /// What a step shows by itself, whatever came before it: computed once per step (the
 /// text work is the expensive part) and shared by every prefix that contains the step.
 #[derive(Debug)]
 pub(crate) struct Fixed {
+    /// Its file changes.
+    pub(crate) changes: StepChanges,
     /// Its semantic signature.
     pub(crate) sig: ActionSignature,
     /// `sig.key()`.
@@ -991,6 +1028,7 @@ impl Fixed {
         let words =
             (category == ActionCategory::Message).then(|| content_words(&message_text(view)));
         Fixed {
+            changes: StepChanges::of(view),
             sig,
             key,
             approach,

@@ -553,7 +553,18 @@ pub(crate) fn param_str<'a>(params: &'a Value, key: &str) -> Option<&'a str> {
 
 /// A workspace path in one spelling: no `./`, no `//`, forward slashes, no trailing `/`.
 pub fn normalize_path(p: &str) -> String {
-    let mut s = p.trim().replace('\\', "/");
+    let t = p.trim();
+    // Most paths are already normal: one copy instead of a copy per rule (this runs for
+    // every step of the window at every check).
+    let needs_work = t.contains('\\')
+        || t.contains("//")
+        || t.starts_with("./")
+        || t.contains("/./")
+        || (t.len() > 1 && t.ends_with('/'));
+    if !needs_work {
+        return t.to_string();
+    }
+    let mut s = t.replace('\\', "/");
     while s.contains("//") {
         s = s.replace("//", "/");
     }

@@ -2727,3 +2727,27 @@ fn a_check_flipping_with_nothing_changed_by_the_agent_is_not_oscillation() {
     let found = LoopDetector::default().replay(&steps);
     assert!(found.is_empty(), "{found:?}");
 }
+
+/// The rules of `normalize_path`, one copy each, as it was first written.
+fn normalize_path_reference(p: &str) -> String {
+    let mut s = p.trim().replace('\\', "/");
+    while s.contains("//") {
+        s = s.replace("//", "/");
+    }
+    while let Some(rest) = s.strip_prefix("./") {
+        s = rest.to_string();
+    }
+    s = s.replace("/./", "/");
+    if s.len() > 1 {
+        s = s.trim_end_matches('/').to_string();
+    }
+    s
+}
+
+proptest! {
+    /// Its fast path for paths that are already normal changes no result.
+    #[test]
+    fn normalize_path_matches_its_rules(p in "( |\\t|/|\\\\|\\.|\\./|//|a|src|é){0,12}") {
+        prop_assert_eq!(signature::normalize_path(&p), normalize_path_reference(&p));
+    }
+}
