@@ -1255,11 +1255,21 @@ impl<'a> Prepared<'a> {
     fn fit_key(&self, s: Section, start: &Params, target: usize, ladder: &[Stage]) -> Option<u128> {
         let mut d = memo::Digest::new(s, start, target, ladder);
         let input = self.input;
+        // The inputs are taken apart field by field, each either digested or said to be
+        // unread by `render` (or read through what is digested: a fact's category is its
+        // list, its step its place in it), so that a field added later does not compile
+        // until it is placed here.
         match s {
             Section::Instructions => {
                 for f in input.instructions {
-                    d.str(&f.path);
-                    d.str(&f.content);
+                    let InstructionFile {
+                        path,
+                        content,
+                        cut_from_bytes,
+                    } = f;
+                    d.str(path);
+                    d.str(content);
+                    d.u64(cut_from_bytes.map_or(0, |b| b.saturating_add(1)));
                 }
             }
             Section::Focus => d.value(&input.focus),
@@ -1268,18 +1278,36 @@ impl<'a> Prepared<'a> {
                 for facts in &self.facts {
                     d.u64(facts.len() as u64);
                     for (f, rank) in facts {
-                        d.str(&f.statement);
-                        d.u64(u64::from(f.confidence.to_bits()));
+                        let Fact {
+                            statement,
+                            confidence,
+                            id: _,
+                            category: _,
+                            source: _,
+                            step: _,
+                            supersedes: _,
+                        } = f;
+                        d.str(statement);
+                        d.u64(u64::from(confidence.to_bits()));
                         d.u64(*rank as u64);
                     }
                 }
             }
             Section::WorkingMemory => {
                 for item in input.working_memory {
-                    d.u64(u64::from(item.kind == ItemKind::ActionResult));
-                    d.u64(u64::from(item.pinned));
-                    d.str(&item.key);
-                    d.str(&item.content);
+                    let MemoryItem {
+                        kind,
+                        key,
+                        content,
+                        pinned,
+                        step: _,
+                        added_at: _,
+                        expires_after_steps: _,
+                    } = item;
+                    d.u64(u64::from(*kind == ItemKind::ActionResult));
+                    d.u64(u64::from(*pinned));
+                    d.str(key);
+                    d.str(content);
                 }
             }
             Section::Task

@@ -57,6 +57,9 @@ pub(crate) fn put(key: u128, fitted: &Rendered) {
         return;
     }
     let bytes = fitted.text.as_ref().map_or(0, String::len);
+    if bytes > TEXT_BYTES {
+        return;
+    }
     if let Ok(mut fits) = FITS.lock() {
         if fits.by_key.len() >= ENTRIES || fits.text_bytes + bytes > TEXT_BYTES {
             *fits = Fits::default();

@@ -843,6 +843,16 @@ fn remembered_fits_never_change_a_prompt() {
             f.current_state = Value::Object(m.into_iter().rev().collect());
             f
         }),
+        ("scaled 7, a long instruction file", {
+            let mut f = Fixture::scaled(7);
+            f.instructions[0].cut_from_bytes = Some(70_000);
+            f
+        }),
+        ("scaled 7, a longer instruction file, the same start", {
+            let mut f = Fixture::scaled(7);
+            f.instructions[0].cut_from_bytes = Some(80_000);
+            f
+        }),
         ("scaled 7, instructions short", {
             let mut f = Fixture::scaled(7);
             for i in &mut f.instructions {

@@ -330,7 +330,11 @@ mod tests {
         fn any_string_round_trips(
             s in "([ -~]|[\t\n\r\u{0b}\u{0c}\u{00}-\u{1f}\u{7f}\u{85}\u{a0}\u{2028}\u{feff}é世]|: | #|- |0x1|1e3|true|~){0,24}"
         ) {
-            let s = s.replace("\r\n", "\n");
+            // As the emitter shows CRLF: until none is left (`\r\r\n` twice).
+            let mut s = s;
+            while s.contains("\r\n") {
+                s = s.replace("\r\n", "\n");
+            }
             round_trip(&json!(s));
             round_trip(&json!([s.clone()]));
             round_trip(&json!({ "a": { "b": [s.clone(), { "c": s.clone() }] } }));
