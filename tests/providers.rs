@@ -87,7 +87,7 @@ fn request(step: u64, mode: ToolMode) -> ModelRequest {
         model: "test-model-1".into(),
         system: "You are a careful coding agent.".into(),
         user: format!("Step {step}: the task is to fix the bug in src/lib.rs."),
-        tools: tools(),
+        tools: tools().into(),
         max_output_tokens: 1024,
         tool_mode: mode,
         effort: None,
@@ -581,7 +581,7 @@ both_protocols!(text_mode_parses_action_block, check_text_mode);
 async fn check_native_without_tools(p: Protocol) {
     let server = ScriptedServer::start(p, vec![read_call()]).await;
     let mut req = request(1, ToolMode::Native);
-    req.tools.clear();
+    req.tools = Vec::new().into();
     let err = provider(&server).complete(&req).await.unwrap_err();
     assert!(matches!(err, ProviderError::Config(_)), "{err:?}");
     assert_eq!(server.request_count(), 0);

@@ -47,6 +47,7 @@ mod tests;
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -334,8 +335,8 @@ pub struct ContextInput<'a> {
     /// Offered actions whose preconditions do not hold yet, with why
     /// (`complete`: verification not yet passing).
     pub not_yet: Vec<(String, String)>,
-    /// Tool definitions offered to the model.
-    pub tools: Vec<ToolSpec>,
+    /// Tool definitions offered to the model (shared with the prompt and the request).
+    pub tools: Arc<[ToolSpec]>,
     /// Native tool calling, or tools described in the user message.
     pub tool_mode: ToolMode,
 }
@@ -361,7 +362,7 @@ pub struct BuiltPrompt {
     /// The user message (YAML context, question, Text-mode instructions).
     pub user: String,
     /// Tools sent with the request (empty in Text mode).
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     /// Per-section tokens, in prompt order. They add up to `total_tokens` minus the
     /// framing (the user message's opening and closing lines and
     /// [`MESSAGE_OVERHEAD`]).
@@ -1481,13 +1482,14 @@ pub fn build_for_step(
 }
 
 /// The tool definitions as the JSON the budget counts. The same tools are offered step
-/// after step (a phase's list), so the last list and its JSON are kept: comparing the
-/// list is cheaper than building and serializing its schemas again.
-fn tool_definitions_json(tools: &[ToolSpec]) -> String {
-    static LAST: std::sync::Mutex<Option<(Vec<ToolSpec>, String)>> = std::sync::Mutex::new(None);
+/// after step (a phase's list, usually the very same shared list), so the last list and
+/// its JSON are kept: comparing the list is cheaper than building and serializing its
+/// schemas again, and the same allocation needs no comparison at all.
+fn tool_definitions_json(tools: &Arc<[ToolSpec]>) -> String {
+    static LAST: std::sync::Mutex<Option<(Arc<[ToolSpec]>, String)>> = std::sync::Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((kept, json)) = &*last {
-        if kept.as_slice() == tools {
+        if Arc::ptr_eq(kept, tools) || **kept == **tools {
             return json.clone();
         }
     }
@@ -1502,7 +1504,7 @@ fn tool_definitions_json(tools: &[ToolSpec]) -> String {
         })
         .collect();
     let json = serde_json::to_string(&defs).expect("tool definitions serialize");
-    *last = Some((tools.to_vec(), json.clone()));
+    *last = Some((Arc::clone(tools), json.clone()));
     json
 }
 
@@ -1675,9 +1677,9 @@ fn build_counted(input: &ContextInput, budgets: &Budgets) -> Result<BuiltPrompt,
         system: input.system_prompt.to_string(),
         user,
         tools: if native {
-            input.tools.clone()
+            Arc::clone(&input.tools)
         } else {
-            Vec::new()
+            Arc::from([])
         },
         unmeasured: tokens::is_bounded().then(|| {
             Box::new(Unmeasured {

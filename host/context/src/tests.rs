@@ -327,7 +327,7 @@ impl Fixture {
             blocked: &self.blocked,
             actions: actions(),
             recommended: Some("run_check".into()),
-            tools: tools(),
+            tools: tools().into(),
             tool_mode: self.mode,
         }
     }

@@ -330,7 +330,7 @@ pub mod model {
                 tail.len(),
                 tail.join("\n")
             ),
-            tools: vec![ToolSpec {
+            tools: std::sync::Arc::from([ToolSpec {
                 name: REPORT_FACTS_TOOL.to_string(),
                 description: "Report facts drawn from the output.".to_string(),
                 input_schema: json!({
@@ -348,7 +348,7 @@ pub mod model {
                     "required": ["facts"],
                     "additionalProperties": false
                 }),
-            }],
+            }]),
             max_output_tokens: 512,
             tool_mode: ToolMode::Native,
         }

@@ -90,8 +90,9 @@ pub struct ModelRequest {
     pub system: String,
     /// The user message (the whole, freshly built context of this step).
     pub user: String,
-    /// The tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call (shared: a phase offers the same list step after
+    /// step, and the prompt, the request and the budget's count all hold it).
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// Output token limit (`max_tokens`).
     pub max_output_tokens: u32,
     /// How the tools are offered.

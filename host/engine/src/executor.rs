@@ -27,7 +27,7 @@ use agentforge_core::extract::{merge_facts, Extractors};
 use agentforge_core::focus::{self, FailOutcome};
 use agentforge_core::gates::Gates;
 use agentforge_core::guards::{GuardDecision, Guards};
-use agentforge_core::model::{ModelReply, ModelRequest, ModelResponse};
+use agentforge_core::model::{ModelReply, ModelRequest, ModelResponse, ToolSpec};
 use agentforge_core::phases::{PhaseMachineState, PlanAction, Signals};
 use agentforge_core::state::{
     bound_parameters, bound_text, ActionRecord, ActionResult, BlockedAction, CheckStatus,
@@ -890,7 +890,15 @@ pub struct Executor<'r> {
     loop_memo: agentforge_loops::StepMemo,
     /// Run after each recorded step of [`Executor::run_until`] (a task's git commit).
     after_step: Option<AfterStep<'r>>,
+    /// The last step's tool list by the names offered: a phase offers the same tools step
+    /// after step, so the list (schemas and all) is shared, not built and cloned again.
+    /// The specs a name gives cannot change while the executor lives (it borrows the
+    /// runtime that holds the tool plugins).
+    offered_tools: std::sync::Mutex<Option<OfferedTools>>,
 }
+
+/// Tool names offered at a step and their specs, in that order.
+type OfferedTools = (Vec<String>, Arc<[ToolSpec]>);
 
 /// What [`Executor::with_after_step`] runs after each recorded step; an `Err` stops the
 /// run (the step stays recorded) with [`ExecError::AfterStep`].
@@ -990,6 +998,32 @@ impl Executed {
 }
 
 impl<'r> Executor<'r> {
+    /// The specs of the tools named `offered`, in that order (names without a spec, such
+    /// as actions that are not tools, left out); the last step's list when the names are
+    /// the same.
+    fn tool_list(&self, offered: &[String]) -> Arc<[ToolSpec]> {
+        let mut kept = self.offered_tools.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((names, tools)) = &*kept {
+            if names.as_slice() == offered {
+                return Arc::clone(tools);
+            }
+        }
+        let mut extra_tools = vec![focus::plan_tool_spec(), focus::finish_subtask_tool_spec()];
+        extra_tools.extend(self.rt.tools.iter().map(|t| t.spec()));
+        let tools: Arc<[ToolSpec]> = offered
+            .iter()
+            .filter_map(|n| {
+                builtin_tools()
+                    .iter()
+                    .chain(&extra_tools)
+                    .find(|t| &t.name == n)
+                    .cloned()
+            })
+            .collect();
+        *kept = Some((offered.to_vec(), Arc::clone(&tools)));
+        tools
+    }
+
     /// An executor for the task in `dir`.
     pub fn new(rt: &'r Runtime, dir: TaskDir) -> Executor<'r> {
         Executor {
@@ -997,6 +1031,7 @@ impl<'r> Executor<'r> {
             dir,
             loop_memo: Default::default(),
             after_step: None,
+            offered_tools: Default::default(),
         }
     }
 
@@ -1294,7 +1329,6 @@ impl<'r> Executor<'r> {
         );
         // Graphs are validated against the built-in actions and the plugins' tools.
         let mut offered: Vec<String> = view.available.iter().map(|a| a.name.clone()).collect();
-        let mut extra_tools = vec![focus::plan_tool_spec(), focus::finish_subtask_tool_spec()];
         // Planning tools, where the phase graph offers them ([`PhaseSpec::offers`]);
         // `finish_subtask` only once there is a real plan (more than the implicit
         // single subtask).
@@ -1309,21 +1343,11 @@ impl<'r> Executor<'r> {
         }
         // Tool plugins: offered where the graph lists them or where they say they apply.
         for t in &self.rt.tools {
-            extra_tools.push(t.spec());
             if t.offered_in(&state.phase) && !offered.iter().any(|o| o == t.name()) {
                 offered.push(t.name().to_string());
             }
         }
-        let tools: Vec<_> = offered
-            .iter()
-            .filter_map(|n| {
-                builtin_tools()
-                    .iter()
-                    .chain(&extra_tools)
-                    .find(|t| &t.name == n)
-                    .cloned()
-            })
-            .collect();
+        let tools = self.tool_list(&offered);
         let mut memory = self.dir.load_working_memory()?;
         memory.max_items = self.rt.config.limits.working_memory_items;
         memory.expire(step);
@@ -1439,7 +1463,7 @@ impl<'r> Executor<'r> {
             model: self.rt.config.provider.model.clone(),
             system: prompt.system.clone(),
             user: prompt.user.clone(),
-            tools: prompt.tools.clone(),
+            tools: Arc::clone(&prompt.tools),
             max_output_tokens: self.rt.config.provider.max_output_tokens,
             tool_mode: self.rt.config.provider.tool_mode,
             effort: self.rt.config.provider.effort,
