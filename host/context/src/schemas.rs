@@ -92,22 +92,13 @@ pub fn numbered_file(ws: &Workspace, rel: &str) -> Result<String, ToolError> {
     let text = read.text();
     let count = text.lines().count().max(1);
     let width = count.to_string().len();
-    // Built in one buffer, numbers right-aligned by hand: this runs on every step for
-    // every file a task type shows.
+    // Built in one buffer: this runs on every step for every file a task type shows.
     let mut shown = String::with_capacity(text.len() + count * (width + 3));
-    // The number right-aligned in `width` columns, written from its last digit back
-    // (`fmt` machinery per line showed in a step's profile).
-    let mut column = vec![b' '; width];
     for (i, l) in text.lines().enumerate() {
         if i > 0 {
             shown.push('\n');
         }
-        let mut n = i + 1;
-        for c in column.iter_mut().rev() {
-            *c = if n == 0 { b' ' } else { b'0' + (n % 10) as u8 };
-            n /= 10;
-        }
-        shown.push_str(std::str::from_utf8(&column).unwrap_or_default());
+        agentforge_core::text::push_right_aligned(&mut shown, i + 1, width);
         shown.push_str("| ");
         shown.push_str(l);
     }

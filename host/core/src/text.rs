@@ -1,4 +1,5 @@
-//! The one way the host shortens text for a summary, a fact, a reason or a message.
+//! The one way the host shortens text for a summary, a fact, a reason or a message, and
+//! the one way it numbers lines.
 
 use std::borrow::Cow;
 
@@ -14,6 +15,27 @@ pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
             Cow::Owned(t)
         }
     }
+}
+
+/// Appends `n` right-aligned in `width` columns (more when it has more digits), exactly
+/// as `format!("{n:>width$}")` writes it. Numbered file views write one per line, every
+/// step: the formatting machinery showed in a step's profile.
+pub fn push_right_aligned(out: &mut String, n: usize, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = n;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - start;
+    out.extend(std::iter::repeat_n(' ', width.saturating_sub(len)));
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -34,6 +56,16 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn right_aligned_numbers_are_what_format_writes(
+            n in prop_oneof![0usize..200, any::<usize>()],
+            width in 0usize..25,
+        ) {
+            let mut out = String::from("x");
+            push_right_aligned(&mut out, n, width);
+            prop_assert_eq!(out, format!("x{n:>width$}"));
+        }
+
         #[test]
         fn cut_is_a_prefix_within_bounds(s in "\\PC{0,40}", max in 0usize..50) {
             let c = cut(&s, max);

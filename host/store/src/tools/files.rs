@@ -273,11 +273,18 @@ fn split_lines(text: &str) -> Vec<&str> {
 /// least 4, so columns line up.
 fn numbered(lines: &[&str], from: usize, to: usize) -> String {
     let width = lines.len().to_string().len().max(4);
-    let mut out = String::new();
-    for (i, line) in lines[from..to].iter().enumerate() {
+    let shown = &lines[from..to];
+    let mut out = String::with_capacity(
+        shown.iter().map(|l| l.len()).sum::<usize>() + shown.len() * (width + 3),
+    );
+    for (i, line) in shown.iter().enumerate() {
         let line = line.strip_suffix('\n').unwrap_or(line);
         let line = line.strip_suffix('\r').unwrap_or(line);
-        out.push_str(&format!("{:>width$}| {line}\n", from + i + 1));
+        // Every line of every file read, every step: no formatting machinery.
+        agentforge_core::text::push_right_aligned(&mut out, from + i + 1, width);
+        out.push_str("| ");
+        out.push_str(line);
+        out.push('\n');
     }
     out
 }
