@@ -1097,13 +1097,15 @@ impl<'r> Executor<'r> {
         let skip = log_tail
             .len()
             .saturating_sub(detector.history_len().max(2) - 1);
-        let mut history: Vec<StepView> = log_tail[skip..]
+        // The memo keeps each record's view (the store hands out the same `Arc` for a
+        // line it parsed before) and finds its analysis by that view's address.
+        let mut history: Vec<Arc<StepView>> = log_tail[skip..]
             .iter()
-            .map(|r| StepView::from(&**r))
+            .map(|r| self.loop_memo.view(r))
             .collect();
-        history.push(current);
+        history.push(Arc::new(current));
         let Some(d) = detector
-            .check_with(&history, &self.loop_memo)
+            .check_shared(&history, &self.loop_memo)
             .filter(|d| d.step == now)
         else {
             return Ok(None);

@@ -8,24 +8,45 @@
 //! stays linear in the history per prefix; everything else is computed over a bounded
 //! context of the most recent steps.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::any::Any;
+use std::borrow::Borrow;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 
 use regex::Regex;
 use serde_json::Value;
 
 use super::meaning::{
     code_diff, code_id, code_lines, content_words, failure_headline, failure_meaning,
-    output_differs, output_fingerprint, output_wording, same_message,
+    output_differs, output_fingerprint, output_wording, same_message, Stripped,
 };
 use super::signature::{
     command_changes_files, command_head, command_of, failure_text, normalize_error,
-    normalize_params, normalize_path, param_str, search_pattern, search_term, strip_volatile,
-    target_of, ActionCategory, ActionSignature, ErrorCategory,
+    normalize_params, normalize_path, param_str, search_pattern, search_term, target_of,
+    ActionCategory, ActionSignature, ErrorCategory,
 };
 use super::StepView;
 use agentforge_core::actions::ContextItem;
-use agentforge_core::state::ActionResult;
+use agentforge_core::state::{ActionRecord, ActionResult, RecordedVerification};
+
+/// A step of a checked history: a [`StepView`], or one shared with the caller (whose
+/// allocation a [`StepMemo`] recognises).
+pub(crate) trait Step: Borrow<StepView> {
+    /// The step's shared allocation, if it has one.
+    fn shared(&self) -> Option<&Arc<StepView>>;
+}
+
+impl Step for StepView {
+    fn shared(&self) -> Option<&Arc<StepView>> {
+        None
+    }
+}
+
+impl Step for Arc<StepView> {
+    fn shared(&self) -> Option<&Arc<StepView>> {
+        Some(self)
+    }
+}
 
 /// History-wide facts about the file changes of each step.
 #[derive(Debug, Default)]
@@ -37,31 +58,83 @@ pub(crate) struct Prepared {
 /// Steps already analysed by themselves (`Fixed`), kept between checks: a run checks
 /// its last few dozen steps at every step, and all but one of them were analysed at the
 /// previous step. Looked up by the whole step (a step recorded again differently, after
-/// a recovery, is analysed again).
+/// a recovery, is analysed again), or by its allocation when the caller shares its steps
+/// ([`LoopDetector::check_shared`](crate::LoopDetector::check_shared)). Also keeps the
+/// view of each recent log record ([`StepMemo::view`]).
 #[derive(Debug, Default)]
 pub struct StepMemo {
-    seen: Mutex<std::collections::VecDeque<(StepView, Arc<Fixed>)>>,
+    seen: Mutex<VecDeque<(Arc<StepView>, Arc<Fixed>)>>,
+    views: Mutex<VecDeque<RecordView>>,
 }
 
-/// Steps a [`StepMemo`] keeps: more than any history a run checks.
-const MEMO_STEPS: usize = 256;
+/// A record's address, the record (weakly: its allocation stays reserved, so no other
+/// value can take that address while the entry lives) and its view.
+type RecordView = (usize, Weak<dyn Any + Send + Sync>, Arc<StepView>);
+
+/// Steps a [`StepMemo`] keeps, and record views: more than any history a run checks.
+pub(crate) const MEMO_STEPS: usize = 256;
 
 impl StepMemo {
-    fn fixed(&self, view: &StepView) -> Arc<Fixed> {
+    /// The analysis of `view` by itself; `shared` is `view` in the caller's allocation,
+    /// when it has one.
+    fn fixed(&self, view: &StepView, shared: Option<&Arc<StepView>>) -> Arc<Fixed> {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, f)) = seen
-            .iter()
-            .rev()
-            .find(|(v, _)| v.step == view.step && v == view)
-        {
+        // The kept views cannot change while kept (no interior mutability, and the
+        // memo's reference keeps `Arc::get_mut` from succeeding), so the same allocation
+        // is the same step; else the whole step is compared.
+        if let Some((v, f)) = seen.iter_mut().rev().find(|(v, _)| {
+            shared.is_some_and(|s| Arc::ptr_eq(s, v)) || (v.step == view.step && **v == *view)
+        }) {
+            // The same step in another allocation (the step just taken, now read back
+            // from the log): keep the caller's, so its next checks find it by address.
+            if let Some(s) = shared.filter(|s| !Arc::ptr_eq(s, v)) {
+                *v = Arc::clone(s);
+            }
             return Arc::clone(f);
         }
         let f = Arc::new(Fixed::of(view));
         if seen.len() >= MEMO_STEPS {
             seen.pop_front();
         }
-        seen.push_back((view.clone(), Arc::clone(&f)));
+        let kept = shared.map_or_else(|| Arc::new(view.clone()), Arc::clone);
+        seen.push_back((kept, Arc::clone(&f)));
         f
+    }
+
+    /// The [`StepView`] of `record`, made once per record allocation: the store hands
+    /// out the same `Arc` for a log line it parsed before, and a run reads the same few
+    /// dozen records back at every step.
+    ///
+    /// A record must not change behind its `Arc` (records have no interior mutability);
+    /// the view is made from it as it was when first asked for.
+    pub fn view<S>(&self, record: &Arc<ActionRecord<S>>) -> Arc<StepView>
+    where
+        S: RecordedVerification + Send + Sync + 'static,
+    {
+        let at = Arc::as_ptr(record).cast::<()>().addr();
+        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        // Newest first: a check asks for the records the last one asked for, and one more.
+        if let Some((_, _, v)) = views.iter().rev().find(|(a, _, _)| *a == at) {
+            return Arc::clone(v);
+        }
+        let view = Arc::new(StepView::from(&**record));
+        // A record no one holds any more cannot be asked for again.
+        views.retain(|(_, r, _)| r.strong_count() > 0);
+        if views.len() >= MEMO_STEPS {
+            views.pop_front();
+        }
+        let weak: Weak<ActionRecord<S>> = Arc::downgrade(record);
+        views.push_back((at, weak, Arc::clone(&view)));
+        view
+    }
+
+    /// How many steps and record views it holds.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> (usize, usize) {
+        fn len<T>(m: &Mutex<VecDeque<T>>) -> usize {
+            m.lock().unwrap_or_else(|p| p.into_inner()).len()
+        }
+        (len(&self.seen), len(&self.views))
     }
 }
 
@@ -124,12 +197,12 @@ impl Prepared {
     /// Computes the file-change facts of every step of `history`, oldest first. Each
     /// step's facts depend only on the steps before it, so the result is valid for every
     /// prefix.
-    pub(crate) fn new(history: &[StepView]) -> Prepared {
+    pub(crate) fn new<V: Step>(history: &[V]) -> Prepared {
         Prepared::with_memo(history, None)
     }
 
     /// [`Prepared::new`], taking each step's [`Fixed`] from `memo` when it has it.
-    pub(crate) fn with_memo(history: &[StepView], memo: Option<&StepMemo>) -> Prepared {
+    pub(crate) fn with_memo<V: Step>(history: &[V], memo: Option<&StepMemo>) -> Prepared {
         let mut seen: HashMap<String, Vec<String>> = HashMap::new();
         // Successful text edits per file as (removed, added) code lines, to spot an edit
         // undoing another however it is spaced, commented or quoted.
@@ -150,28 +223,30 @@ impl Prepared {
         let fixed: Vec<Arc<Fixed>> = history
             .iter()
             .map(|v| match memo {
-                Some(m) => m.fixed(v),
-                None => Arc::new(Fixed::of(v)),
+                Some(m) => m.fixed(v.borrow(), v.shared()),
+                None => Arc::new(Fixed::of(v.borrow())),
             })
             .collect();
         let steps = history
             .iter()
             .zip(&fixed)
             .map(|(s, f)| {
+                let s: &StepView = s.borrow();
                 let changes = &f.changes;
-                let edit = changes.edit.clone();
-                let rewrite = changes.rewrite.clone();
+                let edit = changes.edit.as_ref();
+                let rewrite = changes.rewrite.as_ref();
                 let noop = edit
-                    .as_ref()
                     .is_some_and(|(_, (removed, added))| removed.is_empty() && added.is_empty())
                     || changes.inserts_no_code
-                    || rewrite.as_ref().is_some_and(|(file, place, id)| {
-                        last_write.get(file) == Some(&(place.clone(), id.clone()))
+                    || rewrite.is_some_and(|(file, place, id)| {
+                        last_write
+                            .get(file)
+                            .is_some_and(|(p, i)| p == place && i == id)
                     });
                 if let Some(file) = &changes.edited {
                     match (rewrite, file) {
                         (Some((file, place, id)), _) => {
-                            last_write.insert(file, (place, id));
+                            last_write.insert(file.clone(), (place.clone(), id.clone()));
                         }
                         (None, Some(file)) => {
                             last_write.remove(file);
@@ -187,7 +262,7 @@ impl Prepared {
                 if s.file_hashes.is_empty() {
                     for (file, id) in &mut content {
                         let state = net.entry(file.clone()).or_default();
-                        match edit.as_ref().filter(|(f, _)| f == file) {
+                        match edit.filter(|(f, _)| f == file) {
                             Some((_, (removed, added))) => {
                                 state.apply(removed, added);
                                 *id = state.id();
@@ -196,7 +271,7 @@ impl Prepared {
                         }
                     }
                 }
-                let undo = undone_edit(edit.as_ref(), &edits, &seen);
+                let undo = undone_edit(edit, &edits, &seen);
                 changed_so_far |= !content.is_empty() || noop;
                 let mut facts = ContentFacts {
                     content: content.clone(),
@@ -210,7 +285,7 @@ impl Prepared {
                     let mut back = by_content.record(id.clone(), s.step);
                     let state = code.entry(file.clone()).or_default();
                     let known = code_versions.entry(file.clone()).or_default();
-                    match edit.as_ref().filter(|(f, _)| f == file) {
+                    match edit.filter(|(f, _)| f == file) {
                         Some((_, (removed, added))) => {
                             // The first text edit of a file starts from the code it had.
                             if known.0.is_empty() {
@@ -251,8 +326,11 @@ impl Prepared {
                     }
                 }
                 if let Some((file, diff)) = edit.filter(|_| !noop) {
-                    let versions = seen.get(&file).map_or(0, Vec::len);
-                    edits.entry(file).or_default().push((versions, diff));
+                    let versions = seen.get(file).map_or(0, Vec::len);
+                    edits
+                        .entry(file.clone())
+                        .or_default()
+                        .push((versions, diff.clone()));
                 }
                 facts
             })
@@ -668,31 +746,34 @@ pub(crate) struct Analysis<'a> {
 
 impl<'a> Analysis<'a> {
     /// Analyses the end of `history` (whose file facts are `prepared`'s first entries).
-    pub(crate) fn new(history: &'a [StepView], prepared: &Prepared, window: usize) -> Self {
+    pub(crate) fn new<V: Borrow<StepView>>(
+        history: &'a [V],
+        prepared: &Prepared,
+        window: usize,
+    ) -> Self {
         let window = window.max(1);
         let base = history.len().saturating_sub(LOOKBACK * window);
         let mut ctx: Vec<Info<'a>> = Vec::with_capacity(history.len() - base);
         let mut events: HashSet<String> = HashSet::new();
         let mut news = false;
         for (i, view) in history.iter().enumerate().skip(base) {
+            let view: &'a StepView = view.borrow();
+            let fixed = match prepared.fixed.get(i) {
+                Some(f) => Arc::clone(f),
+                None => Arc::new(Fixed::of(view)),
+            };
             // Notifications the environment posted are not the agent's moves; one it has
             // not posted before is news the agent may answer (say again what it said).
+            // (`fixed.output` and `fixed.params` are the step's `output_fingerprint` and
+            // `normalize_params`.)
             if ActionCategory::of(&view.action) == ActionCategory::Event {
-                let said = output_fingerprint(view).unwrap_or_else(|| {
-                    format!(
-                        "{}|{}",
-                        strip_volatile(&view.summary),
-                        normalize_params(&view.parameters)
-                    )
+                let said = fixed.output.clone().unwrap_or_else(|| {
+                    format!("{}|{}", fixed.stripped.summary(view), fixed.params)
                 });
                 news |= events.insert(said);
                 continue;
             }
             let facts = prepared.steps.get(i).cloned().unwrap_or_default();
-            let fixed = match prepared.fixed.get(i) {
-                Some(f) => Arc::clone(f),
-                None => Arc::new(Fixed::of(view)),
-            };
             ctx.push(analyse_step(
                 view,
                 facts,
@@ -954,6 +1035,8 @@ pub(crate) struct Fixed {
     pub(crate) output: Option<String>,
     /// Its output's [`output_wording`], worked out the first time a prefix needs it.
     pub(crate) wording: Arc<OnceLock<Option<String>>>,
+    /// Its summary and error as [`output_differs`] compares them.
+    stripped: Stripped,
     /// Of a failed step: its [`failure_headline`] (empty otherwise).
     pub(crate) headline: Arc<str>,
     /// Of a command: what it runs, arguments aside ([`command_head`]).
@@ -998,13 +1081,8 @@ impl Fixed {
             }
             failure_meaning(sig.error.unwrap_or(ErrorCategory::Other), &text)
         });
-        let check_obs = is_check.then(|| {
-            format!(
-                "{}\n{}",
-                strip_volatile(&view.summary),
-                strip_volatile(view.error.as_deref().unwrap_or(""))
-            )
-        });
+        let stripped = Stripped::default();
+        let check_obs = is_check.then(|| stripped.said(view).to_string());
         let failure = verif.clone().or_else(|| {
             failed.then(|| {
                 failure_meaning(
@@ -1053,6 +1131,7 @@ impl Fixed {
             head: command_head(view).map(Arc::from),
             file_command: command_changes_files(view),
             wording: Arc::default(),
+            stripped,
         }
     }
 }
@@ -1077,6 +1156,7 @@ fn analyse_step<'a>(
         segs,
         output,
         wording,
+        stripped,
         ..
     } = &*fixed;
     let (failed, range) = (*failed, *range);
@@ -1100,8 +1180,16 @@ fn analyse_step<'a>(
         (Some(b), Some(now)) => b.view.output_len.is_some_and(|then| now > then),
         _ => false,
     };
-    let output_new = same_call
-        .is_some_and(|b| output_differs(view, output.as_deref(), b.view, b.output.as_deref()));
+    let output_new = same_call.is_some_and(|b| {
+        output_differs(
+            view,
+            output.as_deref(),
+            stripped,
+            b.view,
+            b.output.as_deref(),
+            &b.stripped,
+        )
+    });
     // New output counts as progress for a command still running or cut off by its time
     // limit; a finished failure that only reads differently is the same failure.
     // (An edit's output is its own report, not something it waited for; a message's

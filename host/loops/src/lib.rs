@@ -42,6 +42,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -266,6 +267,14 @@ impl LoopDetector {
         self.check_prepared(history, &prepared)
     }
 
+    /// [`check_with`](Self::check_with) over steps the caller shares (such as the views
+    /// [`StepMemo::view`] keeps of log records): `memo` finds a step it kept by its
+    /// allocation instead of comparing it whole. The result is the same as `check`'s.
+    pub fn check_shared(&self, history: &[Arc<StepView>], memo: &StepMemo) -> Option<Detection> {
+        let prepared = analysis::Prepared::with_memo(history, Some(memo));
+        self.check_prepared(history, &prepared)
+    }
+
     /// Replays a whole log offline: runs [`check`](Self::check) on every prefix and returns
     /// every detection, each loop reported once until its pattern is broken (a step where
     /// the check finds nothing, or finds another loop).
@@ -286,9 +295,9 @@ impl LoopDetector {
         out
     }
 
-    fn check_prepared(
+    fn check_prepared<V: std::borrow::Borrow<StepView>>(
         &self,
-        history: &[StepView],
+        history: &[V],
         prepared: &analysis::Prepared,
     ) -> Option<Detection> {
         if history.len() < 2 {

@@ -4,7 +4,7 @@
 //! agents, which carry no check counts and no file hashes.
 
 use std::collections::BTreeSet;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::Regex;
 use sha2::{Digest, Sha256};
@@ -261,8 +261,10 @@ pub(crate) fn output_wording(s: &StepView) -> Option<String> {
 pub(crate) fn output_differs(
     now: &StepView,
     now_fp: Option<&str>,
+    now_text: &Stripped,
     then: &StepView,
     then_fp: Option<&str>,
+    then_text: &Stripped,
 ) -> bool {
     match (now_fp, then_fp) {
         (Some(a), Some(b)) if a != b => {
@@ -272,23 +274,44 @@ pub(crate) fn output_differs(
             }
             // Same length, other hash: new timings, or a counter that moved (12/140 ->
             // 37/140). The summary tells them apart when there is one.
-            let said = |s: &StepView| {
-                format!(
-                    "{}\n{}",
-                    strip_volatile(&s.summary),
-                    strip_volatile(s.error.as_deref().unwrap_or(""))
-                )
-            };
-            let (x, y) = (said(now), said(then));
+            let (x, y) = (now_text.said(now), then_text.said(then));
             x != y || x.trim().is_empty()
         }
         // No output recorded: the one-line summary is all there is ("still running,
         // 61/247 crates"); an error reworded is not new output.
         (None, None) => {
-            let (x, y) = (strip_volatile(&now.summary), strip_volatile(&then.summary));
+            let (x, y) = (now_text.summary(now), then_text.summary(then));
             !x.is_empty() && x != y
         }
         _ => false,
+    }
+}
+
+/// A step's summary and error with what changes between identical runs left out
+/// ([`strip_volatile`]), as [`output_differs`] compares them: worked out the first time
+/// a comparison needs them and kept with the step (a run compares the same steps again
+/// at every step). Always asked with the step it is kept for.
+#[derive(Debug, Default)]
+pub(crate) struct Stripped {
+    summary: OnceLock<String>,
+    said: OnceLock<String>,
+}
+
+impl Stripped {
+    /// The summary of `s`, stripped.
+    pub(crate) fn summary(&self, s: &StepView) -> &str {
+        self.summary.get_or_init(|| strip_volatile(&s.summary))
+    }
+
+    /// The summary and the error of `s`, stripped, on two lines.
+    pub(crate) fn said(&self, s: &StepView) -> &str {
+        self.said.get_or_init(|| {
+            format!(
+                "{}\n{}",
+                self.summary(s),
+                strip_volatile(s.error.as_deref().unwrap_or(""))
+            )
+        })
     }
 }
 

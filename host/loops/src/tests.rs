@@ -1,6 +1,8 @@
 //! Unit tests: one or more per detector, the legitimate patterns that must not trip it,
 //! signatures and normalization, and property tests.
 
+use std::sync::Arc;
+
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -1116,6 +1118,206 @@ proptest! {
             ErrorCategory::of("edit_file", Failure, Some(b), "")
         );
     }
+}
+
+// ---------------------------------------------------------------- a run's memo
+
+/// A log record of `v` as the store reads the log's tail back (with the verification
+/// only): `StepView::from` gives `v` back, check counts aside when both are zero.
+fn tail_record(v: &StepView) -> Arc<agentforge_core::state::TailRecord> {
+    let mut checks = serde_json::Map::new();
+    for (passing, n) in [(true, v.checks_passing), (false, v.checks_failing)] {
+        for k in 0..n.unwrap_or(0) {
+            let status = json!({ "passing": passing, "summary": "s", "step": v.step });
+            checks.insert(format!("{passing}{k}"), status);
+        }
+    }
+    let record = serde_json::from_value(json!({
+        "step": v.step, "phase": "implement", "action": v.action, "target": v.target,
+        "parameters": v.parameters, "result": v.result, "summary": v.summary,
+        "error": v.error, "duration_ms": 1, "timestamp": "2025-01-01T00:00:00Z",
+        "context_tokens": 1, "file_hashes": v.file_hashes, "output_hash": v.output_hash,
+        "output_len": v.output_len, "state_after": { "verification": { "checks": checks } }
+    }))
+    .expect("a valid record");
+    Arc::new(record)
+}
+
+/// The same step recorded otherwise (as a recovery might): same number, other content.
+fn recorded_otherwise(v: &StepView) -> StepView {
+    let mut v = v.clone();
+    v.result = if v.result == Success {
+        Failure
+    } else {
+        Success
+    };
+    v.error = Some("recorded again after a recovery".to_string());
+    v.summary.push_str(" (again)");
+    v
+}
+
+/// [`arb_step`], with environment events, messages and output hashes among them.
+fn arb_run_step() -> impl Strategy<Value = StepView> {
+    (arb_step(), 0..6usize, 0..4usize).prop_map(|(mut s, kind, n)| {
+        match kind {
+            0 => {
+                s.action = "file_watcher".to_string();
+                s.summary = format!("src/f{n}.rs changed at 12:0{n}:00");
+            }
+            1 => {
+                s.action = "think".to_string();
+                s.parameters = json!({ "text": format!("fix the parser in f{n} then run tests") });
+            }
+            2 => s.output_hash = Some(format!("o{n}")),
+            _ => {}
+        }
+        s
+    })
+}
+
+/// `steps` with stretches that repeat themselves: where `picks` says so, a step is a
+/// copy of the one before it or the one before that (a repetition, an alternation).
+fn looping(mut steps: Vec<StepView>, picks: &[u8]) -> Vec<StepView> {
+    for i in 2..steps.len() {
+        match picks.get(i).copied().unwrap_or(0) % 4 {
+            0 => steps[i] = steps[i - 1].clone(),
+            1 => steps[i] = steps[i - 2].clone(),
+            _ => {}
+        }
+    }
+    numbered(steps)
+}
+
+/// Runs `steps` as the executor does: at each step, the views of the log's last records
+/// (each made once by one memo, by record) and the step just taken, checked with
+/// [`LoopDetector::check_shared`]; every answer must be `check`'s on views made afresh
+/// from the same records. `churn` says, step by step, whether the store hands out a new
+/// `Arc` for an unchanged record (parsed again), whether the step is recorded otherwise
+/// than it was checked, and whether a recorded step is replaced by another with its
+/// number. The log keeps only its tail, so old records are freed (and their addresses
+/// free for new ones). Returns the checks made and the detections among them.
+fn run_like_the_executor(steps: &[StepView], churn: &[u8]) -> Result<(usize, usize), String> {
+    let d = LoopDetector::default();
+    let memo = StepMemo::default();
+    let keep = d.history_len() - 1;
+    let mut log: Vec<Arc<agentforge_core::state::TailRecord>> = Vec::new();
+    let (mut checked, mut found) = (0, 0);
+    for (i, current) in steps.iter().enumerate() {
+        let tail = &log[log.len().saturating_sub(keep)..];
+        let mut fresh: Vec<StepView> = tail.iter().map(|r| StepView::from(&**r)).collect();
+        fresh.push(current.clone());
+        let mut shared: Vec<Arc<StepView>> = tail.iter().map(|r| memo.view(r)).collect();
+        shared.push(Arc::new(current.clone()));
+        let want = d.check(&fresh);
+        let got = d.check_shared(&shared, &memo);
+        if got != want {
+            return Err(format!(
+                "step {}: check_shared {got:?}, check {want:?}",
+                current.step
+            ));
+        }
+        // The slice API with the same memo answers the same.
+        if d.check_with(&fresh, &memo) != want {
+            return Err(format!("step {}: check_with differs", current.step));
+        }
+        checked += 1;
+        found += usize::from(want.is_some());
+        let c = churn.get(i).copied().unwrap_or(0);
+        log.push(tail_record(&if c % 7 == 1 {
+            recorded_otherwise(current)
+        } else {
+            current.clone()
+        }));
+        let back = log.len() - 1 - usize::from(c / 7) % log.len().min(keep);
+        match c % 5 {
+            2 => log[back] = Arc::new((*log[back]).clone()),
+            3 => log[back] = tail_record(&recorded_otherwise(&StepView::from(&*log[back]))),
+            _ => {}
+        }
+        if log.len() > 2 * keep {
+            log.drain(..log.len() - keep);
+        }
+    }
+    let (kept_steps, kept_views) = memo.kept();
+    if kept_steps > analysis::MEMO_STEPS || kept_views > analysis::MEMO_STEPS {
+        return Err(format!("memo holds {kept_steps} steps, {kept_views} views"));
+    }
+    Ok((checked, found))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Memoized views and analyses decide exactly as a fresh check does.
+    #[test]
+    fn a_run_with_a_memo_decides_as_check(
+        steps in proptest::collection::vec(arb_run_step(), 1..100),
+        churn in proptest::collection::vec(any::<u8>(), 120),
+        picks in proptest::collection::vec(any::<u8>(), 120),
+    ) {
+        let steps = looping(steps, &picks);
+        if let Err(e) = run_like_the_executor(&steps, &churn) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+}
+
+#[test]
+fn a_long_run_with_a_memo_decides_as_check() {
+    // Long enough for the memo to fill and evict, with loops found along the way.
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let steps = proptest::collection::vec(arb_run_step(), 600)
+        .new_tree(&mut runner)
+        .unwrap()
+        .current();
+    let churn = proptest::collection::vec(any::<u8>(), 600)
+        .new_tree(&mut runner)
+        .unwrap()
+        .current();
+    let picks = proptest::collection::vec(any::<u8>(), 600)
+        .new_tree(&mut runner)
+        .unwrap()
+        .current();
+    let (checked, found) = run_like_the_executor(&looping(steps, &picks), &churn).unwrap();
+    assert!(found > 60, "{checked} checks, {found} detections");
+}
+
+#[test]
+fn a_record_view_is_made_once_per_record() {
+    let memo = StepMemo::default();
+    let v = step(
+        json!({ "step": 3, "action": "read_file", "target": "a", "result": "success", "summary": "read a" }),
+    );
+    let record = tail_record(&v);
+    let first = memo.view(&record);
+    assert_eq!(*first, StepView::from(&*record));
+    assert!(Arc::ptr_eq(&first, &memo.view(&record)));
+    // The same content in another record is viewed again; other content, of course.
+    let again = tail_record(&v);
+    let second = memo.view(&again);
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert_eq!(first, second);
+    let other = tail_record(&recorded_otherwise(&v));
+    assert_eq!(*memo.view(&other), StepView::from(&*other));
+    // Bounded, even with every record still held.
+    let records: Vec<_> = (0..2 * analysis::MEMO_STEPS as u64)
+        .map(|n| {
+            tail_record(&StepView {
+                step: n,
+                ..v.clone()
+            })
+        })
+        .collect();
+    for r in &records {
+        memo.view(r);
+    }
+    assert!(memo.kept().1 <= analysis::MEMO_STEPS);
+    // Records no one holds any more are let go.
+    drop(records);
+    let last = tail_record(&v);
+    memo.view(&last);
+    assert!(memo.kept().1 <= 5, "{:?}", memo.kept());
 }
 
 // ---------------------------------------------------------------- progress from what a step shows
