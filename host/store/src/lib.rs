@@ -6,6 +6,7 @@
 //! files (AGENTS.md, CLAUDE.md, `.agentforge/instructions.md`: [`instructions`]).
 
 pub mod commands;
+mod exchange;
 pub mod flush;
 pub mod instructions;
 mod parsed;

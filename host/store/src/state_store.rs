@@ -201,10 +201,15 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
     fs::rename(&tmp, path)?;
     // Persist the rename itself.
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Makes the renames in `dir` durable (best effort: some systems cannot sync a folder).
+fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
-    Ok(())
 }
 
 /// Atomically replaces a file that is rewritten every step, without freeing disk blocks.
@@ -215,12 +220,18 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// SSDs) freeing blocks costs about a millisecond, which would dominate a step.
 ///
 /// 1. write the new bytes into the spare file `.<name>.spare` in place, fsync;
+/// 2. exchange the spare and the file (Linux `RENAME_EXCHANGE`, one atomic call): the
+///    file names the new bytes, the spare the old ones, kept for the next call.
+///
+/// Where names cannot be exchanged (another system, an old kernel, some network file
+/// systems), step 2 is three calls with the same effect:
+///
 /// 2. hard-link the current file as `.<name>.old` (its inode keeps a name);
 /// 3. rename the spare over the file (atomic; the old inode is not freed);
 /// 4. rename `.<name>.old` to `.<name>.spare` for the next call.
 ///
-/// A crash between any two steps leaves the file complete; leftovers are tidied on the
-/// next call.
+/// A crash between any two steps leaves the file complete; the second way's leftovers
+/// are tidied on its next call.
 pub fn atomic_rewrite(path: &Path, bytes: &[u8]) -> io::Result<()> {
     rewrite(path, bytes, Durability::Synced)
 }
@@ -332,9 +343,21 @@ pub fn read_last_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
 
 /// The steps of [`atomic_rewrite`]. Each system call here is paid every step for two
 /// files, so the states are told apart by the calls' own errors, not by looking first:
-/// the link finds a leftover `.old` (`AlreadyExists`) and a first write (`NotFound`), and
-/// the spare is truncated only when it was longer than the new bytes.
+/// the exchange fails on a first write (`NotFound`), the link finds a leftover `.old`
+/// (`AlreadyExists`) and a first write, and the spare is truncated only when it was
+/// longer than the new bytes.
 fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
+    rewrite_with(path, bytes, durability, true)
+}
+
+/// [`rewrite`]; with `may_exchange` false, always by links and renames (as where the
+/// system cannot exchange names).
+fn rewrite_with(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+    may_exchange: bool,
+) -> io::Result<()> {
     let synced = durability == Durability::Synced;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -356,6 +379,15 @@ fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> 
     if synced {
         f.sync_all()?;
     }
+    drop(f);
+    // Any error (a first write, a system that cannot) leaves both names as they were:
+    // the links below then tell what it was.
+    if may_exchange && crate::exchange::exchange(&spare, path).is_ok() {
+        if synced {
+            sync_dir(dir);
+        }
+        return Ok(());
+    }
     let linked = match fs::hard_link(path, &old) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             // Left by a crash between steps 2 and 4: start clean.
@@ -366,7 +398,6 @@ fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> 
     };
     match linked {
         Ok(()) => {
-            drop(f);
             fs::rename(&spare, path)?;
             fs::rename(&old, &spare)?;
         }
@@ -374,25 +405,19 @@ fn rewrite(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> 
             // First write: durable whatever is asked (there is no older version to fall
             // back on).
             if !synced {
-                f.sync_all()?;
+                File::open(&spare)?.sync_all()?;
             }
-            drop(f);
             fs::rename(&spare, path)?;
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
+            sync_dir(dir);
             return Ok(());
         }
         Err(_) => {
             // No hard links here (some network file systems): plain replace.
-            drop(f);
             fs::rename(&spare, path)?;
         }
     }
     if synced {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        sync_dir(dir);
     }
     Ok(())
 }
@@ -1267,37 +1292,53 @@ mod tests {
 
     #[test]
     fn atomic_rewrite_keeps_exact_contents_across_sizes() {
-        for durability in [Durability::Synced, Durability::Cache] {
+        // Both ways: exchanging names (where the system can) and links and renames.
+        for (durability, may_exchange) in [
+            (Durability::Synced, true),
+            (Durability::Cache, true),
+            (Durability::Synced, false),
+            (Durability::Cache, false),
+        ] {
+            let case = format!("{durability:?}, exchange {may_exchange}");
+            let rewrite = |p: &Path, b: &[u8]| rewrite_with(p, b, durability, may_exchange);
             let tmp = tempfile::tempdir().unwrap();
             let p = tmp.path().join("f.yaml");
+            let spare = tmp.path().join(".f.yaml.spare");
             // Longer and shorter than the version before and the one before that (the
             // spare holds the latter).
             let sizes = [10usize, 5000, 3, 0, 70_000, 12, 11, 13, 4999, 1, 1, 0, 0, 2];
             for (i, len) in sizes.into_iter().enumerate() {
                 let content = vec![b'a' + i as u8; len];
-                rewrite(&p, &content, durability).unwrap();
-                assert_eq!(fs::read(&p).unwrap(), content, "{durability:?}, write {i}");
+                rewrite(&p, &content).unwrap();
+                assert_eq!(fs::read(&p).unwrap(), content, "{case}, write {i}");
+                // The version before is kept as the next call's spare.
+                if i > 0 {
+                    let before = vec![b'a' + i as u8 - 1; sizes[i - 1]];
+                    assert_eq!(fs::read(&spare).unwrap(), before, "{case}, write {i}");
+                }
             }
-            // A leftover `.old` from a crash is tidied and the write still lands.
+            // A leftover `.old` from a crash of the links' way: the write still lands,
+            // and the links' way tidies it.
             fs::write(tmp.path().join(".f.yaml.old"), b"stale").unwrap();
-            rewrite(&p, b"fresh", durability).unwrap();
+            rewrite(&p, b"fresh").unwrap();
             assert_eq!(fs::read(&p).unwrap(), b"fresh");
-            assert!(!tmp.path().join(".f.yaml.old").exists());
+            if !may_exchange {
+                assert!(!tmp.path().join(".f.yaml.old").exists());
+            }
+            let _ = fs::remove_file(tmp.path().join(".f.yaml.old"));
             // A crash after the spare was renamed over the file, before `.old` became the
             // next spare: no spare, a `.old`.
-            fs::rename(
-                tmp.path().join(".f.yaml.spare"),
-                tmp.path().join(".f.yaml.old"),
-            )
-            .unwrap();
-            rewrite(&p, b"after the crash", durability).unwrap();
+            fs::rename(&spare, tmp.path().join(".f.yaml.old")).unwrap();
+            rewrite(&p, b"after the crash").unwrap();
             assert_eq!(fs::read(&p).unwrap(), b"after the crash");
-            assert!(!tmp.path().join(".f.yaml.old").exists());
-            rewrite(&p, b"next", durability).unwrap();
+            if !may_exchange {
+                assert!(!tmp.path().join(".f.yaml.old").exists());
+            }
+            rewrite(&p, b"next").unwrap();
             assert_eq!(fs::read(&p).unwrap(), b"next");
             // The first write of a file leaves it and no spare.
             let q = tmp.path().join("new.yaml");
-            rewrite(&q, b"first", durability).unwrap();
+            rewrite(&q, b"first").unwrap();
             assert_eq!(fs::read(&q).unwrap(), b"first");
             assert!(!tmp.path().join(".new.yaml.spare").exists());
         }
