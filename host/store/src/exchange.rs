@@ -7,7 +7,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once the system refused an exchange as such (an old kernel, a file system
-/// without it): later calls go straight to the caller's fallback.
+/// without it, a sandbox that forbids the call): later calls go straight to the
+/// caller's fallback instead of paying a failing call each time.
 static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
 /// Atomically swaps the files named `a` and `b` (both in one file system): afterwards
@@ -16,13 +17,19 @@ static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 ///
 /// `ErrorKind::NotFound` when either does not exist; `ErrorKind::Unsupported` where
 /// names cannot be exchanged (not Linux, a kernel before 3.15, a file system without
-/// it): the caller then replaces the file another way.
+/// it, a seccomp filter refusing the call): the caller then replaces the file another
+/// way.
 pub(crate) fn exchange(a: &Path, b: &Path) -> io::Result<()> {
     if UNSUPPORTED.load(Ordering::Relaxed) {
         return Err(io::ErrorKind::Unsupported.into());
     }
     match exchange_names(a, b) {
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::EPERM)
+            ) =>
+        {
             UNSUPPORTED.store(true, Ordering::Relaxed);
             Err(io::Error::new(io::ErrorKind::Unsupported, e))
         }
@@ -39,10 +46,13 @@ fn exchange_names(a: &Path, b: &Path) -> io::Result<()> {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
     };
     let (a, b) = (c(a)?, c(b)?);
+    // The system call itself, not glibc's wrapper (2.28+): the binary still loads where
+    // the C library is older, and an old kernel answers ENOSYS.
     // SAFETY: both are valid NUL-terminated strings that outlive the call; AT_FDCWD makes
     // relative paths relative to the current folder, as `std::fs::rename` does.
     let r = unsafe {
-        libc::renameat2(
+        libc::syscall(
+            libc::SYS_renameat2,
             libc::AT_FDCWD,
             a.as_ptr(),
             libc::AT_FDCWD,
