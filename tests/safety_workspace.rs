@@ -14,8 +14,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::notes::{agentforge, notes_task, FIXED};
@@ -49,24 +49,13 @@ fn run(dir: &Path, server: &ScriptedServer, extra_env: &[(&str, &str)]) -> Outpu
     for (k, v) in extra_env {
         c.env(k, v);
     }
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > HANG_BOUND {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "agentforge hung for {HANG_BOUND:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
+    let (out, killed) = support::output_within(&mut c, HANG_BOUND);
+    assert!(
+        !killed,
+        "agentforge hung for {HANG_BOUND:?}; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 fn stderr(o: &Output) -> String {
@@ -457,4 +446,19 @@ max_steps: 10
         assert!(!stderr(&out).contains(s));
     }
     assert!(!stderr(&out).contains("could not mask"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_child_writing_more_than_a_pipe_holds_is_not_taken_for_hung() {
+    // 256 KiB on each stream: a caller that read the pipes only after the child exits
+    // would see it block on a full pipe and kill it at the bound.
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        "head -c 262144 /dev/zero; head -c 262144 /dev/zero >&2",
+    ]);
+    let (out, killed) = support::output_within(&mut cmd, Duration::from_secs(60));
+    assert!(!killed, "killed at the bound");
+    assert!(out.status.success(), "{:?}", out.status);
+    assert_eq!((out.stdout.len(), out.stderr.len()), (262_144, 262_144));
 }

@@ -17,7 +17,47 @@ pub mod nats;
 pub mod notes;
 pub mod scripted_server;
 
+use std::io::Read;
 use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `cmd` with its stdout and stderr captured, killing it after `bound`: the output
+/// and whether it was killed. Both pipes are read while the child runs (a child that
+/// writes more than a pipe holds, 64 KiB, would otherwise block and look hung).
+pub fn output_within(cmd: &mut Command, bound: Duration) -> (Output, bool) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take().expect("piped stdout"));
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
+    let started = Instant::now();
+    let mut killed = false;
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > bound {
+            let _ = child.kill();
+            killed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    let output = Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    (output, killed)
+}
 
 /// The `step` of every record in the task log at `path` (an `actions.jsonl`), in the
 /// order they were written. Panics, naming the file (and the line), when it cannot be
