@@ -492,24 +492,19 @@ const GIT_LOCKS: [&str; 3] = [
     ".git/refs/heads/agentforge/sprint-slugkit.lock",
 ];
 
-/// Whether to kill now; `None`: never (the sprint is past the last point this test
-/// kills at).
+/// Whether to kill now.
 ///
-/// Two kinds of instants are left alone. Between the exit gate's event (13) and the
-/// end's (14): the runner records the end in a second append, and a resume after a kill
-/// between the two runs the exit gate again (a new evaluator task) instead of recording
-/// the end; drop this guard once the end survives such a kill. And while one of the
-/// safety net's git commands holds a lock file: a kill leaves the lock behind, and git
-/// then refuses every later commit of the workspace until someone removes it.
-fn fire(trigger: Trigger, ws: &Path, reached: &mut Option<Instant>) -> Option<bool> {
+/// The exit gate's event (the 13th) carries the end (`ended`) in the same append, so a
+/// kill after it leaves an ended sprint, which a resume must leave as it is: random
+/// instants may land there too. Instants left alone: while one of the safety net's git
+/// commands holds a lock file (a kill leaves the lock behind, and git then refuses every
+/// later commit of the workspace until someone removes it).
+fn fire(trigger: Trigger, ws: &Path, reached: &mut Option<Instant>) -> bool {
     let events = lines(&sprint_dir(ws).join("iterations.jsonl"));
-    if events >= 14 {
-        return None;
-    }
     if GIT_LOCKS.iter().any(|l| ws.join(l).exists()) {
-        return Some(false);
+        return false;
     }
-    Some(match trigger {
+    match trigger {
         Trigger::Events(n) => events >= n,
         Trigger::Steps(name, n) => {
             lines(&task_dir(ws, &format!("{SPRINT}-{name}")).join("actions.jsonl")) >= n
@@ -517,7 +512,7 @@ fn fire(trigger: Trigger, ws: &Path, reached: &mut Option<Instant>) -> Option<bo
         Trigger::Later(n, delay) => {
             events >= n && reached.get_or_insert_with(Instant::now).elapsed() >= delay
         }
-    })
+    }
 }
 
 /// The session (field 6 of `/proc/<pid>/stat`) of a live, non-zombie process.
@@ -604,18 +599,13 @@ fn run_with_kills(ws: &Path, log: &Path, triggers: &[Trigger], what: &str) -> us
         first = false;
         let sid = i32::try_from(child.id()).unwrap();
         let mut reached = None;
-        let mut armed = true;
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;
             }
-            match fire(*trigger, ws, &mut reached) {
-                Some(true) if armed => {
-                    kill_session(sid);
-                    break child.wait().unwrap();
-                }
-                None => armed = false,
-                _ => {}
+            if fire(*trigger, ws, &mut reached) {
+                kill_session(sid);
+                break child.wait().unwrap();
             }
             assert!(
                 started.elapsed() < Duration::from_secs(300),
@@ -741,8 +731,9 @@ fn kill_9_at_several_points_then_resume_gives_the_same_end_state() {
     // At chosen points: after the input gate, mid planner (one task added of two), mid
     // builder (src/lib.rs written, the task not reported), after the second build, mid
     // QC author (tests written, one verification registered), after running the
-    // verifications, mid fixer, mid evaluator (tests run, no VRC yet), and during the
-    // exit gate's measurements.
+    // verifications, mid fixer, mid evaluator (tests run, no VRC yet), during the exit
+    // gate's measurements, and once the end is recorded (the delivery views not yet
+    // written, or written: either way the resume must leave the end as it is).
     let chosen = [
         Trigger::Events(1),
         Trigger::Steps("005-planner", 1),
@@ -753,6 +744,7 @@ fn kill_9_at_several_points_then_resume_gives_the_same_end_state() {
         Trigger::Steps("011-fixer", 2),
         Trigger::Steps("012-evaluator", 1),
         Trigger::Events(12),
+        Trigger::Events(13),
     ];
     // At random instants: each a random delay after a random number of events (the seed
     // is printed by a failure; SPRINT_KILL_SEED replays it).
