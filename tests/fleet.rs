@@ -215,35 +215,14 @@ impl Drop for Worker {
 /// `status --nats URL --json`.
 /// `None` when it fails or has not answered within a minute (then it is killed).
 fn fleet_status(ws: &Path, url: &str) -> Option<Value> {
-    let mut child = agentforge(ws)
-        .args(["--json", "status", "--nats", url])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut cmd = agentforge(ws);
+    cmd.args(["--json", "status", "--nats", url]);
     // Read while it runs: a view larger than the pipe must not block it.
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stdout, &mut out);
-        out
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let out = reader.join().unwrap();
-            if !status.success() {
-                return None;
-            }
-            return serde_json::from_slice(&out).ok();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let (out, killed) = support::output_within(&mut cmd, Duration::from_secs(60));
+    if killed || !out.status.success() {
+        return None;
     }
+    serde_json::from_slice(&out.stdout).ok()
 }
 
 /// Items by id, from the status view.
