@@ -38,8 +38,9 @@ pub fn extract(tool: &str, output: &str) -> Vec<Stated> {
     // breaks, so the two never describe the same run twice; compile diagnostics
     // (stderr, text) come with either.
     let lines = parse::lines(output);
-    if !json_runs(tool, &lines, output, &mut totals, &mut found) {
-        test_runs(p, tool, &lines, output, &mut totals, &mut found);
+    let marks = parse::marks(&lines);
+    if !(marks.json && json_runs(tool, &lines, &mut totals, &mut found)) {
+        test_runs(p, tool, &lines, marks, output, &mut totals, &mut found);
     }
     let tests = found.len();
     diagnostics(p, &lines, output, &mut totals, &mut found);
@@ -159,12 +160,13 @@ fn test_runs(
     p: &Patterns,
     tool: &str,
     lines: &[&str],
+    marks: parse::Marks,
     text: &str,
     out: &mut Vec<Stated>,
     found: &mut Vec<Finding>,
 ) {
     let panics = panics(text);
-    let errors: HashMap<String, String> = if has(text, " stdout ----\nError: ") {
+    let errors: HashMap<String, String> = if marks.err_return {
         p.err_return
             .get()
             .captures_iter(text)
@@ -185,7 +187,8 @@ fn test_runs(
         }
     };
 
-    let nextest = has(text, "Summary [")
+    let nextest = marks
+        .summary
         .then(|| p.nextest_summary.get().captures_iter(text).last())
         .flatten();
     if let Some(c) = nextest {
@@ -328,17 +331,8 @@ fn panic_location(stdout: &str) -> Option<(String, String, String)> {
 }
 
 /// Facts from libtest's JSON events; false when the output has none.
-fn json_runs(
-    tool: &str,
-    lines: &[&str],
-    text: &str,
-    out: &mut Vec<Stated>,
-    found: &mut Vec<Finding>,
-) -> bool {
-    // One substring search skips the line walk on text output (the common case).
-    if !has(text, "\"type\"") {
-        return false;
-    }
+/// Only called when [`parse::Marks::json`] says a line can be one.
+fn json_runs(tool: &str, lines: &[&str], out: &mut Vec<Stated>, found: &mut Vec<Finding>) -> bool {
     let (mut passed, mut failed, mut ignored, mut suites) = (0u64, 0u64, 0u64, 0usize);
     for line in lines {
         let line = line.trim();
