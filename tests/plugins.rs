@@ -212,6 +212,73 @@ fn built_ins_fall_back_to_compiling_when_the_precompiled_code_is_refused() {
     assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
 }
 
+/// A built-in runs in the engine that counts no fuel (trusted code, the cost of metering
+/// saved on every call), and is still stopped by its deadline and its memory limit; the
+/// same component from a folder, with the same manifest, runs out of fuel.
+#[test]
+fn built_ins_are_not_metered_but_still_bounded() {
+    use agentforge::plugins::{load_builtin, Embedded, LoadOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let limits = "[limits]\nfuel = 50000000\nmemory_mib = 16\ndeadline_ms = 300\n";
+    let folder = install(tmp.path(), "hostile", "hostile", |m| m + limits);
+    let manifest = std::fs::read_to_string(folder.join("plugin.toml")).unwrap();
+    let wasm = std::fs::read(folder.join("hostile.wasm")).unwrap();
+    let builtin = [Embedded {
+        folder: "hostile",
+        manifest: Box::leak(manifest.into_boxed_str()),
+        kind: "extractor",
+        task_type: None,
+        wasm: Box::leak(wasm.into_boxed_slice()),
+        // No native code for it in this binary: compiled for the built-ins' engine.
+        precompiled: b"none",
+        wasm_sha256: [0x5a; 32],
+    }];
+    let cache = tmp.path().join("cache");
+    let (loaded, errors) = load_builtin(&builtin, &cache, &LoadOptions::default());
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(loaded[0].is_builtin());
+    let as_builtin = loaded[0].wasm_extractor().unwrap();
+    let (loaded, errors) = load_dir(tmp.path(), &cache);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(!loaded[0].is_builtin());
+    let from_folder = loaded[0].wasm_extractor().unwrap();
+    let fail = |x: &agentforge::plugins::WasmExtractor, tool: &str| {
+        x.try_extract(tool, "", ActionResult::Success, 1)
+            .unwrap_err()
+            .cause
+    };
+
+    // 5·10⁷ fuel lasts a few tens of milliseconds: only an unmetered call reaches 300 ms.
+    let started = std::time::Instant::now();
+    let cause = fail(&as_builtin, "loop");
+    assert!(
+        matches!(cause, PluginFailure::Deadline { deadline } if deadline.as_millis() == 300),
+        "{cause:?}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(
+        fail(&from_folder, "loop"),
+        PluginFailure::OutOfFuel { fuel: 50_000_000 }
+    );
+    for x in [&as_builtin, &from_folder] {
+        let cause = fail(x, "bomb");
+        assert!(
+            matches!(cause, PluginFailure::MemoryLimit { limit, .. } if limit == 16 << 20),
+            "{cause:?}"
+        );
+        let ok = x.try_extract("fine", "", ActionResult::Success, 1).unwrap();
+        assert_eq!(ok[0].statement, "hostile plugin was nice");
+    }
+    // Each engine's code is cached under its own key: two entries, neither refused.
+    assert_eq!(
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension() == Some("cwasm".as_ref()))
+            .count(),
+        2
+    );
+}
+
 #[test]
 fn hostile_plugins_fail_with_their_cause_and_the_host_carries_on() {
     let tmp = tempfile::tempdir().unwrap();

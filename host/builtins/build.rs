@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 // The engine settings the host runs plugins with: precompiled code loads only into an
-// engine configured the same way, so both read this one file.
+// engine configured the same way, so both read this one file (only the built-ins'
+// engine is used here).
 #[path = "../plugin-host/src/engine_config.rs"]
+#[allow(dead_code)]
 mod engine_config;
 
 use sha2::Digest as _;
@@ -132,8 +134,9 @@ fn main() {
     // Compiled here, once, so the first command after installing runs no Cranelift: the
     // host deserializes these (and compiles from the component only when wasmtime refuses
     // them: another CPU, another wasmtime).
-    let engine = wasmtime::Engine::new(&engine_config::engine_config())
-        .expect("the plugin engine's configuration is valid");
+    let engine =
+        wasmtime::Engine::new(&engine_config::engine_config(engine_config::Trust::Builtin))
+            .expect("the plugin engine's configuration is valid");
     let mut out = String::from(
         "/// The built-in plugins, each with its component precompiled for the host's engine\n\
          /// and what a run would otherwise work out at every start (kind, digest).\n\

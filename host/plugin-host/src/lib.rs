@@ -52,6 +52,8 @@ use std::time::{Duration, Instant};
 
 use sha2::Digest as _;
 
+use runtime::Trust;
+
 pub use capabilities::{Capabilities, DeclaredChecks, LEARNED_RULES_KEY, MAX_READ_BYTES};
 pub use kinds::{action_arguments, WasmGate, WasmGuard};
 pub use manifest::{
@@ -83,6 +85,7 @@ pub struct Limits {
     /// Largest linear memory, in bytes.
     pub memory_bytes: usize,
     /// Fuel per call: a deterministic CPU budget (about one unit per WASM instruction).
+    /// Folder plugins only: the built-ins' engine counts no fuel (`Trust::Builtin`).
     pub fuel: u64,
     /// Wall-clock deadline per call (rounded up to the epoch tick, 5 ms).
     pub deadline: Duration,
@@ -693,7 +696,7 @@ fn load_manifested(
         .as_ref()
         .and_then(|s| runtime::remembered_digest(cache, &path, s))
     {
-        if let Some(component) = runtime::cached_component(&digest, cache) {
+        if let Some(component) = runtime::cached_component(Trust::Sandboxed, &digest, cache) {
             let code = Code {
                 component,
                 compiled: false,
@@ -720,7 +723,7 @@ fn load_manifested(
         });
     }
     let digest: [u8; 32] = sha2::Sha256::digest(&wasm).into();
-    let (component, compiled) = runtime::load_component(&wasm, &digest, cache)
+    let (component, compiled) = runtime::load_component(Trust::Sandboxed, &wasm, &digest, cache)
         .map_err(|e| compile_error(&manifest, &path, e))?;
     if let (Some(before), Some(after)) = (before, after) {
         runtime::remember_digest(cache, &path, (&before, &after), read_at, &digest);
@@ -1005,6 +1008,16 @@ enum Origin {
     Folder,
 }
 
+impl Origin {
+    /// The engine its code is compiled for and runs in.
+    fn trust(self) -> Trust {
+        match self {
+            Origin::Builtin => Trust::Builtin,
+            Origin::Folder => Trust::Sandboxed,
+        }
+    }
+}
+
 fn load_parts(
     origin: Origin,
     folder: &Path,
@@ -1028,7 +1041,7 @@ fn load_parts(
     // Linking checks the imports (a component built against another API version imports
     // `agentforge:plugin/host@<that version>`, which this host does not define); the
     // typed pre-instance checks the exports against the world of the declared kind.
-    let pre = runtime::runtime()
+    let pre = runtime::runtime(origin.trust())
         .linker
         .instantiate_pre(&component)
         .map_err(mismatch)?;
@@ -1375,6 +1388,15 @@ struct Warm {
 }
 
 impl Inner {
+    /// The engine the plugin runs in.
+    fn trust(&self) -> Trust {
+        if self.builtin {
+            Trust::Builtin
+        } else {
+            Trust::Sandboxed
+        }
+    }
+
     /// Prints the call's log lines and keeps them in the plugin's recent log.
     fn keep_log(&self, lines: &[String]) {
         if lines.is_empty() {
@@ -1413,7 +1435,8 @@ impl Inner {
         if let Some(warm) = &self.warm {
             return self.call_warm(warm, f);
         }
-        let (mut store, stderr) = runtime::new_store(&self.limits, self.access.clone());
+        let (mut store, stderr) =
+            runtime::new_store(self.trust(), &self.limits, self.access.clone());
         let result = self
             .pre
             .instantiate(&mut store)
@@ -1437,7 +1460,8 @@ impl Inner {
                 w
             }
             None => {
-                let (mut store, stderr) = runtime::new_store(&self.limits, self.access.clone());
+                let (mut store, stderr) =
+                    runtime::new_store(self.trust(), &self.limits, self.access.clone());
                 let instance = self
                     .pre
                     .instantiate(&mut store)

@@ -1,4 +1,5 @@
-//! The sandbox: one engine, the on-disk compile cache, and a fresh limited store per call.
+//! The sandbox: the two engines (built-ins, sandboxed), the on-disk compile cache, and a
+//! fresh limited store per call.
 
 use std::hash::{Hash, Hasher};
 use std::path::Path;
@@ -11,6 +12,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::{v0_1, v0_2, v0_3};
 use super::capabilities::{CheckAccess, ReadAccess};
+use super::engine_config::engine_config;
+pub(crate) use super::engine_config::Trust;
 use super::output::{CapExceeded, CappedPipe};
 use super::{Limits, PluginError, PluginFailure};
 
@@ -23,56 +26,64 @@ pub(crate) const STDERR_CAP: usize = 64 * 1024;
 const MAX_LOG_LINES: usize = 100;
 const MAX_LOG_LINE: usize = 1000;
 
-/// The process-wide engine and linker: compiled code is only shareable within one engine,
-/// and one ticker thread serves every deadline.
+/// A process-wide engine and its linker: compiled code is only shareable within one
+/// engine. There are two, one per [`Trust`]: the built-ins' (no fuel) and the sandboxed
+/// plugins' (fuel); each is created on first use, so a run without folder plugins never
+/// creates the second.
 pub(crate) struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<CallState>,
 }
 
-/// The runtime, created on first use (with its epoch ticker thread).
-pub(crate) fn runtime() -> &'static Runtime {
-    static RT: OnceLock<Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        let engine = pooled_engine().unwrap_or_else(|e| {
-            // Reserving the pool's address space can fail where virtual memory is capped
-            // (`ulimit -v`, strict overcommit): the on-demand allocator still works.
-            eprintln!(
-                "notice: the plugin instance pool could not be reserved ({e:#}); plugins get their memory on demand"
-            );
-            Engine::new(&super::engine_config::engine_config())
-                .expect("the plugin engine's configuration is valid")
-        });
-        let weak = engine.weak();
-        std::thread::Builder::new()
-            .name("plugin-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = weak.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(EPOCH_TICK);
-                }
-            })
-            .expect("spawn the plugin epoch thread");
-        let mut linker = Linker::new(&engine);
-        // All of WASI p2 is linked, but each store's context is empty: no preopened
-        // directories, environment, arguments or sockets, so nothing ambient is reachable.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("link WASI");
-        bounded_clock_waits(&mut linker).expect("link the bounded clock waits");
-        // The `host` interface of every supported API version: a plugin imports the one
-        // it was built against.
-        v0_3::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .expect("link host 0.3");
-        // 0.2.0's `types` are 0.3.0's (type-only, nothing to link): its `host` alone.
-        v0_2::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).expect("link host 0.2");
-        v0_1::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .expect("link host 0.1");
-        Runtime { engine, linker }
-    })
+/// The runtime for plugins of `trust`, created on first use (with its epoch ticker thread).
+pub(crate) fn runtime(trust: Trust) -> &'static Runtime {
+    static BUILTIN: OnceLock<Runtime> = OnceLock::new();
+    static SANDBOXED: OnceLock<Runtime> = OnceLock::new();
+    let cell = match trust {
+        Trust::Builtin => &BUILTIN,
+        Trust::Sandboxed => &SANDBOXED,
+    };
+    cell.get_or_init(|| new_runtime(trust))
 }
 
-/// Most component instances alive at once in the pool (kept instances of plugins that
-/// reuse one, plus calls in flight); instantiating past it fails the call with
+fn new_runtime(trust: Trust) -> Runtime {
+    let engine = pooled_engine(trust).unwrap_or_else(|e| {
+        // Reserving the pool's address space can fail where virtual memory is capped
+        // (`ulimit -v`, strict overcommit): the on-demand allocator still works.
+        eprintln!(
+            "notice: the plugin instance pool could not be reserved ({e:#}); plugins get their memory on demand"
+        );
+        Engine::new(&engine_config(trust)).expect("the plugin engine's configuration is valid")
+    });
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("plugin-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawn the plugin epoch thread");
+    let mut linker = Linker::new(&engine);
+    // All of WASI p2 is linked, but each store's context is empty: no preopened
+    // directories, environment, arguments or sockets, so nothing ambient is reachable.
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("link WASI");
+    bounded_clock_waits(&mut linker).expect("link the bounded clock waits");
+    // The `host` interface of every supported API version: a plugin imports the one
+    // it was built against.
+    v0_3::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        .expect("link host 0.3");
+    // 0.2.0's `types` are 0.3.0's (type-only, nothing to link): its `host` alone.
+    v0_2::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).expect("link host 0.2");
+    v0_1::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        .expect("link host 0.1");
+    Runtime { engine, linker }
+}
+
+/// Most component instances alive at once in an engine's pool (kept instances of plugins
+/// that reuse one, plus calls in flight); instantiating past it fails the call with
 /// wasmtime's "maximum concurrent instance limit" error.
 pub(crate) const POOL_INSTANCES: u32 = 1000;
 /// Core instances per component instance, on average: a Rust `wasm32-wasip2` component
@@ -103,8 +114,8 @@ const WARM_SLOTS: u32 = 32;
 /// returned to the kernel in batches).
 ///
 /// The allocation strategy does not change compiled code: precompiled built-ins and the
-/// compile cache (made with [`super::engine_config::engine_config`]) load into either engine.
-fn pooled_engine() -> wasmtime::Result<Engine> {
+/// compile cache (made with [`engine_config`]) load into either allocation strategy.
+fn pooled_engine(trust: Trust) -> wasmtime::Result<Engine> {
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_component_instances(POOL_INSTANCES)
         .total_core_instances(POOL_INSTANCES * CORE_INSTANCES_PER_COMPONENT)
@@ -121,7 +132,7 @@ fn pooled_engine() -> wasmtime::Result<Engine> {
             .linear_memory_keep_resident(KEEP_RESIDENT.0)
             .table_keep_resident(KEEP_RESIDENT.1);
     }
-    let mut config = super::engine_config::engine_config();
+    let mut config = engine_config(trust);
     config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
     // For profiling plugins with `perf`: names the compiled functions in
     // /tmp/perf-<pid>.map (no change to the code).
@@ -453,8 +464,12 @@ impl ResourceLimiter for Limiter {
 }
 
 /// A store with `limits` applied and its output pipe (guest stdout and stderr).
-pub(crate) fn new_store(limits: &Limits, access: Arc<Access>) -> (Store<CallState>, CappedPipe) {
-    let rt = runtime();
+pub(crate) fn new_store(
+    trust: Trust,
+    limits: &Limits,
+    access: Arc<Access>,
+) -> (Store<CallState>, CappedPipe) {
+    let rt = runtime(trust);
     let stderr = CappedPipe::new(STDERR_CAP);
     let wasi = WasiCtxBuilder::new()
         .stdout(stderr.clone())
@@ -492,12 +507,15 @@ pub(crate) fn new_store(limits: &Limits, access: Arc<Access>) -> (Store<CallStat
     (store, stderr)
 }
 
-/// Gives a store a full call's budget: fuel, deadline, and a clean limiter and log (a
-/// reused store is re-armed before every call).
+/// Gives a store a full call's budget: fuel (where its engine meters it), deadline, and a
+/// clean limiter and log (a reused store is re-armed before every call).
 pub(crate) fn arm(store: &mut Store<CallState>, limits: &Limits) {
-    store
-        .set_fuel(limits.fuel)
-        .expect("fuel is enabled on the engine");
+    // `get_fuel` fails exactly when the engine counts no fuel (the built-ins').
+    if store.get_fuel().is_ok() {
+        store
+            .set_fuel(limits.fuel)
+            .expect("fuel is enabled on the engine");
+    }
     store.set_epoch_deadline(1);
     store.data_mut().deadline_at = Instant::now() + limits.deadline;
     store.data_mut().checks_run = 0;
@@ -580,9 +598,9 @@ fn panic_message(stderr: &str) -> Option<String> {
 /// The cache entry of the component with SHA-256 `digest`: keyed by the content and by
 /// everything in the engine that affects compiled code (wasmtime version, target,
 /// settings), so a stale entry is never deserialized.
-fn cache_entry(digest: &[u8; 32], cache: &Path) -> std::path::PathBuf {
+fn cache_entry(trust: Trust, digest: &[u8; 32], cache: &Path) -> std::path::PathBuf {
     let mut compat = agentforge_core::hash::StableHasher::default();
-    runtime()
+    runtime(trust)
         .engine
         .precompile_compatibility_hash()
         .hash(&mut compat);
@@ -592,18 +610,22 @@ fn cache_entry(digest: &[u8; 32], cache: &Path) -> std::path::PathBuf {
 
 /// The compiled code of the component with SHA-256 `digest`, if the cache holds it (and
 /// the cache folder is private: see [`load_component`]).
-pub(crate) fn cached_component(digest: &[u8; 32], cache: &Path) -> Option<Arc<Component>> {
+pub(crate) fn cached_component(
+    trust: Trust,
+    digest: &[u8; 32],
+    cache: &Path,
+) -> Option<Arc<Component>> {
     if !private_folder(cache) {
         return None;
     }
-    let path = cache_entry(digest, cache);
+    let path = cache_entry(trust, digest, cache);
     // Read into memory rather than `deserialize_file` (mmap): another process rewriting
     // or truncating a mapped entry would crash this one with SIGBUS.
     let bytes = std::fs::read(&path).ok()?;
     // SAFETY: the cache folder is the host's own; entries are written below by this
     // engine from `Component::serialize` and named by the compatibility hash, and
     // wasmtime checks the header (version, target, settings) before using one.
-    match unsafe { Component::deserialize(&runtime().engine, &bytes) } {
+    match unsafe { Component::deserialize(&runtime(trust).engine, &bytes) } {
         Ok(c) => Some(Arc::new(c)),
         // A truncated or foreign file: recompiled and overwritten by the caller.
         Err(_) => {
@@ -616,20 +638,21 @@ pub(crate) fn cached_component(digest: &[u8; 32], cache: &Path) -> Option<Arc<Co
 /// A compiled component, from the cache or freshly compiled (then written to the cache).
 /// Returns whether it was compiled.
 pub(crate) fn load_component(
+    trust: Trust,
     wasm: &[u8],
     digest: &[u8; 32],
     cache: &Path,
 ) -> wasmtime::Result<(Arc<Component>, bool)> {
-    let engine = &runtime().engine;
+    let engine = &runtime(trust).engine;
     // Entries are native code: only a folder this user owns and nobody else can write
     // is used at all (a planted entry would run inside the host).
     if !private_folder(cache) {
         return Ok((Arc::new(Component::new(engine, wasm)?), true));
     }
-    if let Some(c) = cached_component(digest, cache) {
+    if let Some(c) = cached_component(trust, digest, cache) {
         return Ok((c, false));
     }
-    let path = cache_entry(digest, cache);
+    let path = cache_entry(trust, digest, cache);
     let component = Component::new(engine, wasm)?;
     // The cache is an optimisation: failing to write it only costs the next start.
     {
@@ -686,9 +709,9 @@ pub(crate) fn load_precompiled(
 ) -> wasmtime::Result<(Arc<Component>, bool)> {
     // SAFETY: the bytes were produced by `Engine::precompile_component` in this
     // binary's own build script, from the same engine configuration
-    // (`engine_config.rs`), and are embedded read-only in the executable; wasmtime
+    // (`engine_config.rs`, `Trust::Builtin`), and are embedded read-only in the executable; wasmtime
     // checks their header (version, target, CPU features, settings) before use.
-    match unsafe { Component::deserialize(&runtime().engine, precompiled) } {
+    match unsafe { Component::deserialize(&runtime(Trust::Builtin).engine, precompiled) } {
         Ok(c) => Ok((Arc::new(c), false)),
         Err(e) => {
             static NOTICE: std::sync::Once = std::sync::Once::new();
@@ -697,7 +720,7 @@ pub(crate) fn load_precompiled(
                     "notice: the built-in plugins' precompiled code does not fit this machine ({e}); compiling them (cached for the next runs)"
                 )
             });
-            load_component(wasm, digest, cache)
+            load_component(Trust::Builtin, wasm, digest, cache)
         }
     }
 }
