@@ -138,9 +138,10 @@ fn load_times(dir: &Path, tmp: &Path) {
     );
 }
 
-/// One extraction over ~100 KB of cargo output: native rules, then the plugin with its
-/// kept instance, then the plugin with a fresh instance per call, each plugin sample
-/// paired with the native sample taken just before it.
+/// One extraction over ~100 KB of cargo output: native rules, then the built-in plugin
+/// (how a run calls it: the precompiled component, its kept instance, no fuel), the same
+/// component as a folder plugin with a kept instance (fuel counted), and with a fresh
+/// instance per call, each plugin sample paired with the native sample taken just before.
 fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
     let cache = tmp.join("extract-cache");
     // A folder plugin keeps its instance only where the project grants it (built-ins
@@ -155,6 +156,18 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
         std::fs::read_to_string(root.join("tests/data/outputs/cargo_test_failures.txt")).unwrap();
     let output = one.repeat(100_000 / one.len() + 1);
     let kept = loaded[0].wasm_extractor().unwrap();
+    let cargo = agentforge_builtins::BUILTIN_PLUGINS
+        .iter()
+        .find(|b| b.folder == "extract-cargo")
+        .expect("extract-cargo is a built-in");
+    let (builtin, errors) = agentforge::plugins::load_builtin(
+        std::slice::from_ref(cargo),
+        &cache,
+        &agentforge::plugins::LoadOptions::default(),
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(!builtin[0].compiled, "the precompiled built-in is used");
+    let builtin = builtin[0].wasm_extractor().unwrap();
 
     // The same plugin with a fresh instance per call (how third-party plugins run).
     let fresh_dir = tmp.join("extract-fresh");
@@ -202,10 +215,12 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
             }
             let text = std::fs::read_to_string(&path).unwrap();
             let n = CargoRules.extract("tests", &text, ActionResult::Failure, 1);
-            let w = kept
-                .try_extract("tests", &text, ActionResult::Failure, 1)
-                .unwrap();
-            assert_eq!(n, w, "native and plugin facts differ on {}", path.display());
+            for x in [&kept, &builtin] {
+                let w = x
+                    .try_extract("tests", &text, ActionResult::Failure, 1)
+                    .unwrap();
+                assert_eq!(n, w, "native and plugin facts differ on {}", path.display());
+            }
             agreed += 1;
         }
     }
@@ -215,26 +230,34 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
         let n = CargoRules.extract("tests", &output, ActionResult::Failure, 1);
         (t.elapsed(), n)
     };
-    // Warm-up: the kept instance's first call compiles its regexes.
-    kept.try_extract("tests", &output, ActionResult::Failure, 1)
-        .unwrap();
-    let (mut kept_pairs, mut fresh_pairs) = (Vec::new(), Vec::new());
-    for _ in 0..3 * RUNS {
+    // Warm-up: a kept instance's first call compiles its regexes.
+    for x in [&kept, &builtin] {
+        x.try_extract("tests", &output, ActionResult::Failure, 1)
+            .unwrap();
+    }
+    // One native call, then one plugin call: the pair, after checking their facts agree.
+    let pair = |x: &agentforge::plugins::WasmExtractor| {
         let (n_t, n) = native();
         let t = Instant::now();
-        let w = kept
+        let w = x
             .try_extract("tests", &output, ActionResult::Failure, 1)
             .unwrap();
-        kept_pairs.push((n_t, t.elapsed()));
+        let pair = (n_t, t.elapsed());
         assert_eq!(n, w, "the plugin and the native rules agree");
-        let (n_t, _) = native();
-        let t = Instant::now();
-        fresh
-            .try_extract("tests", &output, ActionResult::Failure, 1)
-            .unwrap();
-        fresh_pairs.push((n_t, t.elapsed()));
+        pair
+    };
+    let (mut builtin_pairs, mut kept_pairs, mut fresh_pairs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 * RUNS {
+        builtin_pairs.push(pair(&builtin));
+        kept_pairs.push(pair(&kept));
+        fresh_pairs.push(pair(&fresh));
     }
-    let natives: Vec<Duration> = kept_pairs.iter().chain(&fresh_pairs).map(|p| p.0).collect();
+    let natives: Vec<Duration> = builtin_pairs
+        .iter()
+        .chain(&kept_pairs)
+        .chain(&fresh_pairs)
+        .map(|p| p.0)
+        .collect();
     let kb = output.len() / 1024;
     println!("native and plugin facts identical on {agreed} cargo outputs and the bench input");
     println!(
@@ -242,12 +265,17 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
         Summary::of_times(&natives).time()
     );
     println!(
-        "extract over {kb} KB, plugin (kept instance): {}; vs native, pair by pair: {}",
+        "extract over {kb} KB, built-in (kept instance, no fuel; as runs call it): {}; vs native, pair by pair: {}",
+        Summary::of_times(&builtin_pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
+        Summary::of_ratios(&builtin_pairs)
+    );
+    println!(
+        "extract over {kb} KB, folder plugin (kept instance, fuel): {}; vs native, pair by pair: {}",
         Summary::of_times(&kept_pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
         Summary::of_ratios(&kept_pairs)
     );
     println!(
-        "extract over {kb} KB, plugin (fresh instance): {}; vs native, pair by pair: {}",
+        "extract over {kb} KB, folder plugin (fresh instance, fuel): {}; vs native, pair by pair: {}",
         Summary::of_times(&fresh_pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
         Summary::of_ratios(&fresh_pairs)
     );
