@@ -215,6 +215,19 @@ impl WasmGuard {
         if !self.judges(action) {
             return GuardDecision::Allow;
         }
+        self.decide(action, target, arguments_json, task_json, state_json)
+    }
+
+    /// The decision on an action the guard judges (its caller checked), or the
+    /// `on_error` effect of a failure.
+    fn decide(
+        &self,
+        action: &str,
+        target: Option<&str>,
+        arguments_json: &str,
+        task_json: &str,
+        state_json: &str,
+    ) -> GuardDecision {
         match self.try_check(action, target, arguments_json, task_json, state_json) {
             Ok(d) => d,
             Err(e) => {
@@ -255,7 +268,7 @@ impl Guard for WasmGuard {
             Err(e) => return self.input_error(e),
         };
         let args = action_arguments(action).to_string();
-        self.check_raw(
+        self.decide(
             action.name(),
             action.target().as_deref(),
             &args,
@@ -270,7 +283,7 @@ impl Guard for WasmGuard {
         }
         match input.json() {
             // The WIT `check` sees a state write as the action `set_field`.
-            Ok((task_json, state_json)) => self.check_raw(
+            Ok((task_json, state_json)) => self.decide(
                 "set_field",
                 Some(field),
                 &arguments.to_string(),
