@@ -35,7 +35,7 @@ pub(crate) struct Runtime {
     pub(crate) linker: Linker<CallState>,
 }
 
-/// The runtime for plugins of `trust`, created on first use (with its epoch ticker thread).
+/// The runtime for plugins of `trust`, created on first use.
 pub(crate) fn runtime(trust: Trust) -> &'static Runtime {
     static BUILTIN: OnceLock<Runtime> = OnceLock::new();
     static SANDBOXED: OnceLock<Runtime> = OnceLock::new();
@@ -55,17 +55,7 @@ fn new_runtime(trust: Trust) -> Runtime {
         );
         Engine::new(&engine_config(trust)).expect("the plugin engine's configuration is valid")
     });
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("plugin-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .expect("spawn the plugin epoch thread");
+    tick(&engine);
     let mut linker = Linker::new(&engine);
     // All of WASI p2 is linked, but each store's context is empty: no preopened
     // directories, environment, arguments or sockets, so nothing ambient is reachable.
@@ -80,6 +70,36 @@ fn new_runtime(trust: Trust) -> Runtime {
     v0_1::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
         .expect("link host 0.1");
     Runtime { engine, linker }
+}
+
+/// Advances `engine`'s epoch every [`EPOCH_TICK`] (how deadlines are checked), from one
+/// thread for every engine of the process, started with the first.
+fn tick(engine: &Engine) {
+    static TICKED: std::sync::Mutex<Vec<wasmtime::EngineWeak>> = std::sync::Mutex::new(Vec::new());
+    static TICKER: std::sync::Once = std::sync::Once::new();
+    TICKED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(engine.weak());
+    TICKER.call_once(|| {
+        std::thread::Builder::new()
+            .name("plugin-epoch".into())
+            .spawn(|| loop {
+                let engines: Vec<Engine> = TICKED
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter_map(wasmtime::EngineWeak::upgrade)
+                    .collect();
+                for engine in &engines {
+                    engine.increment_epoch();
+                }
+                // Not kept across the sleep: an engine is only ever kept alive by its users.
+                drop(engines);
+                std::thread::sleep(EPOCH_TICK);
+            })
+            .expect("spawn the plugin epoch thread");
+    });
 }
 
 /// Most component instances alive at once in an engine's pool (kept instances of plugins
