@@ -85,17 +85,13 @@ fn tick(engine: &Engine) {
         std::thread::Builder::new()
             .name("plugin-epoch".into())
             .spawn(|| loop {
-                let engines: Vec<Engine> = TICKED
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .filter_map(wasmtime::EngineWeak::upgrade)
-                    .collect();
-                for engine in &engines {
-                    engine.increment_epoch();
+                // Held only while ticking (it is only contended when an engine is made);
+                // an engine is only ever kept alive by its users, not by the ticker.
+                for engine in TICKED.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                    if let Some(engine) = engine.upgrade() {
+                        engine.increment_epoch();
+                    }
                 }
-                // Not kept across the sleep: an engine is only ever kept alive by its users.
-                drop(engines);
                 std::thread::sleep(EPOCH_TICK);
             })
             .expect("spawn the plugin epoch thread");
