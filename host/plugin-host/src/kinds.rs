@@ -203,23 +203,8 @@ impl WasmGuard {
         })
     }
 
-    /// [`Guard::check`] on raw inputs: the decision, or the `on_error` effect of a failure.
-    pub fn check_raw(
-        &self,
-        action: &str,
-        target: Option<&str>,
-        arguments_json: &str,
-        task_json: &str,
-        state_json: &str,
-    ) -> GuardDecision {
-        if !self.judges(action) {
-            return GuardDecision::Allow;
-        }
-        self.decide(action, target, arguments_json, task_json, state_json)
-    }
-
-    /// The decision on an action the guard judges (its caller checked), or the
-    /// `on_error` effect of a failure.
+    /// [`Guard::check`] on raw inputs, for an action the guard judges (its caller
+    /// checked): the decision, or the `on_error` effect of a failure.
     fn decide(
         &self,
         action: &str,
