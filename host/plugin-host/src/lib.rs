@@ -36,10 +36,12 @@
 mod bindings;
 mod capabilities;
 mod engine_config;
+mod epoch;
 mod kinds;
 mod manifest;
 mod output;
 mod runtime;
+pub use epoch::ticks as epoch_ticks;
 pub use runtime::{clean_cache, CACHE_CAP_BYTES};
 mod stamp;
 mod task_types;
@@ -1432,6 +1434,8 @@ impl Inner {
         &self,
         f: impl FnOnce(&Instance, &mut wasmtime::Store<runtime::CallState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
+        // Guest code runs from here to the end of the call: the epoch must tick.
+        let _running = epoch::running();
         if let Some(warm) = &self.warm {
             return self.call_warm(warm, f);
         }

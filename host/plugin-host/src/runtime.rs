@@ -17,8 +17,6 @@ pub(crate) use super::engine_config::Trust;
 use super::output::{CapExceeded, CappedPipe};
 use super::{Limits, PluginError, PluginFailure};
 
-/// How often the epoch ticks; deadlines are rounded up to it.
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Guest stdout + stderr allowed per call (plenty for a panic message and a backtrace
 /// line or two); writing more fails the call with [`PluginFailure::OutputTooLarge`].
 pub(crate) const STDERR_CAP: usize = 64 * 1024;
@@ -55,7 +53,7 @@ fn new_runtime(trust: Trust) -> Runtime {
         );
         Engine::new(&engine_config(trust)).expect("the plugin engine's configuration is valid")
     });
-    tick(&engine);
+    super::epoch::register(&engine);
     let mut linker = Linker::new(&engine);
     // All of WASI p2 is linked, but each store's context is empty: no preopened
     // directories, environment, arguments or sockets, so nothing ambient is reachable.
@@ -70,32 +68,6 @@ fn new_runtime(trust: Trust) -> Runtime {
     v0_1::extractor::Extractor::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
         .expect("link host 0.1");
     Runtime { engine, linker }
-}
-
-/// Advances `engine`'s epoch every [`EPOCH_TICK`] (how deadlines are checked), from one
-/// thread for every engine of the process, started with the first.
-fn tick(engine: &Engine) {
-    static TICKED: std::sync::Mutex<Vec<wasmtime::EngineWeak>> = std::sync::Mutex::new(Vec::new());
-    static TICKER: std::sync::Once = std::sync::Once::new();
-    TICKED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(engine.weak());
-    TICKER.call_once(|| {
-        std::thread::Builder::new()
-            .name("plugin-epoch".into())
-            .spawn(|| loop {
-                // Held only while ticking (it is only contended when an engine is made);
-                // an engine is only ever kept alive by its users, not by the ticker.
-                for engine in TICKED.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                    if let Some(engine) = engine.upgrade() {
-                        engine.increment_epoch();
-                    }
-                }
-                std::thread::sleep(EPOCH_TICK);
-            })
-            .expect("spawn the plugin epoch thread");
-    });
 }
 
 /// Most component instances alive at once in an engine's pool (kept instances of plugins
