@@ -8,6 +8,10 @@
 /// sections, JSON trees); under glibc, the first large allocation after them consolidates
 /// its fast bins (`malloc_consolidate`), which the step bench measured at a seventh of a
 /// step's CPU time, most of it under a guard input's JSON serialization.
+///
+/// Built without transparent huge pages (`no_thp`): mimalloc otherwise asks the kernel
+/// for them on its arenas, and the first touch of each 2 MiB of fresh or purged memory
+/// then zeroes the whole huge page (`clear_page_erms`, 8% of the step bench's samples).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
