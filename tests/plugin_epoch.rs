@@ -7,9 +7,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use agentforge::plugins::{epoch_ticks, load_builtin, Embedded, LoadOptions, PluginFailure};
+use agentforge::plugins::{epoch_ticks, load_builtin, LoadOptions, PluginFailure};
 use agentforge::state_store::ActionResult;
-use support::built_plugins::plugins;
+use support::built_plugins::{plugins, uncompiled_builtin};
 
 /// Waits (up to `within`) until the epoch has not ticked for 200 ms; whether it did.
 fn becomes_still(within: Duration) -> bool {
@@ -31,16 +31,12 @@ fn the_epoch_sleeps_while_no_plugin_runs_and_a_call_still_meets_its_deadline() {
     let manifest = "name = \"hostile\"\nversion = \"0.1.0\"\nkind = \"extractor\"\n\
                     api = \"0.3.0\"\ncomponent = \"hostile.wasm\"\n[limits]\ndeadline_ms = 300\n";
     let wasm = std::fs::read(plugins().join("hostile/hostile.wasm")).unwrap();
-    let builtin = [Embedded {
-        folder: "hostile",
-        manifest,
-        kind: "extractor",
-        task_type: None,
-        wasm: Box::leak(wasm.into_boxed_slice()),
-        // No native code for it in this binary: compiled for the built-ins' engine.
-        precompiled: b"none",
-        wasm_sha256: [0x5b; 32],
-    }];
+    let builtin = [uncompiled_builtin(
+        "hostile",
+        manifest.to_string(),
+        wasm,
+        0x5b,
+    )];
     let tmp = tempfile::tempdir().unwrap();
     let (loaded, errors) = load_builtin(&builtin, tmp.path(), &LoadOptions::default());
     assert!(errors.is_empty(), "{errors:?}");

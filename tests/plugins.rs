@@ -217,22 +217,15 @@ fn built_ins_fall_back_to_compiling_when_the_precompiled_code_is_refused() {
 /// same component from a folder, with the same manifest, runs out of fuel.
 #[test]
 fn built_ins_are_not_metered_but_still_bounded() {
-    use agentforge::plugins::{load_builtin, Embedded, LoadOptions};
+    use agentforge::plugins::{load_builtin, LoadOptions};
     let tmp = tempfile::tempdir().unwrap();
     let limits = "[limits]\nfuel = 50000000\nmemory_mib = 16\ndeadline_ms = 300\n";
     let folder = install(tmp.path(), "hostile", "hostile", |m| m + limits);
     let manifest = std::fs::read_to_string(folder.join("plugin.toml")).unwrap();
     let wasm = std::fs::read(folder.join("hostile.wasm")).unwrap();
-    let builtin = [Embedded {
-        folder: "hostile",
-        manifest: Box::leak(manifest.into_boxed_str()),
-        kind: "extractor",
-        task_type: None,
-        wasm: Box::leak(wasm.into_boxed_slice()),
-        // No native code for it in this binary: compiled for the built-ins' engine.
-        precompiled: b"none",
-        wasm_sha256: [0x5a; 32],
-    }];
+    let builtin = [support::built_plugins::uncompiled_builtin(
+        "hostile", manifest, wasm, 0x5a,
+    )];
     let cache = tmp.path().join("cache");
     let (loaded, errors) = load_builtin(&builtin, &cache, &LoadOptions::default());
     assert!(errors.is_empty(), "{errors:?}");

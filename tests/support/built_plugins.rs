@@ -27,3 +27,23 @@ pub fn plugins() -> PathBuf {
     });
     root().join("plugins")
 }
+
+/// `wasm` with `manifest` as the built-in of folder `folder`, with no native code for
+/// this binary: loading it compiles it for the built-ins' engine. `sha` fills the digest
+/// (the compile cache's key), so that two tests' components are not confused.
+pub fn uncompiled_builtin(
+    folder: &'static str,
+    manifest: String,
+    wasm: Vec<u8>,
+    sha: u8,
+) -> agentforge::plugins::Embedded {
+    agentforge::plugins::Embedded {
+        folder,
+        manifest: Box::leak(manifest.into_boxed_str()),
+        kind: "extractor",
+        task_type: None,
+        wasm: Box::leak(wasm.into_boxed_slice()),
+        precompiled: b"none",
+        wasm_sha256: [sha; 32],
+    }
+}
