@@ -190,25 +190,33 @@ fn kill_at_every_point_then_resume_keeps_the_invariants() {
     }
 }
 
-/// One trajectory per recorded step, no other, each the one its record points to (the
+/// One trajectory per recorded step, no other (the pack holds exactly one whole member
+/// per step, in order, and nothing after them), each the one its record points to (the
 /// binary's `show` checks the hash and decodes it) and answering that step.
 fn assert_trajectories(dir: &Path, fault: &str) {
-    let mut files: Vec<String> =
-        std::fs::read_dir(dir.join(".agentforge/tasks/crash-task/trajectories"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-    files.sort();
-    assert_eq!(
-        files,
-        [
-            "step-0001.json.gz",
-            "step-0002.json.gz",
-            "step-0003.json.gz",
-            "step-0004.json.gz"
-        ],
-        "{fault}: trajectories"
-    );
+    let folder = dir.join(".agentforge/tasks/crash-task/trajectories");
+    let files: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["steps.jsonl.gz"], "{fault}: trajectories");
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::MultiGzDecoder::new(
+            std::fs::File::open(folder.join("steps.jsonl.gz")).unwrap(),
+        ),
+        &mut text,
+    )
+    .unwrap_or_else(|e| panic!("{fault}: the pack is not whole gzip members: {e}"));
+    let packed: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["step"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(packed, [1, 2, 3, 4], "{fault}: steps in the pack");
     let tools = ["run_tests", "read_file", "edit_file", "complete"];
     for (i, tool) in tools.iter().enumerate() {
         let step = (i + 1).to_string();

@@ -82,12 +82,16 @@ fn records(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// A step's trajectory file, decompressed.
+/// A step's trajectory (its member of the task's pack), decompressed.
 fn trajectory(dir: &Path, record: &Value) -> (Value, Vec<u8>) {
     let rel = record["trajectory"]["file"].as_str().expect("a trajectory");
-    let compressed = std::fs::read(dir.join(".agentforge/tasks/notes").join(rel)).unwrap();
+    assert_eq!(rel, "trajectories/steps.jsonl.gz");
+    let pack = std::fs::read(dir.join(".agentforge/tasks/notes").join(rel)).unwrap();
+    let offset = record["trajectory"]["offset"].as_u64().expect("an offset") as usize;
+    let bytes = record["trajectory"]["bytes"].as_u64().unwrap() as usize;
+    let compressed = &pack[offset..offset + bytes];
     let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(&compressed[..])
+    flate2::read::GzDecoder::new(compressed)
         .read_to_end(&mut raw)
         .unwrap();
     assert_eq!(record["trajectory"]["raw_bytes"], raw.len() as u64);

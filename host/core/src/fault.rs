@@ -4,7 +4,7 @@
 //! (`std::process::abort`, no destructors, no flushing) when step `<step>` reaches
 //! `<point>`. Points, in the order a step passes them: `before_model`, `after_model`,
 //! `after_action` (files changed, nothing recorded), `after_trajectory` (the step's
-//! trajectory file written, its log line not), `after_memory`, `torn_log` (half
+//! trajectory appended to the pack, its log line not), `after_memory`, `torn_log` (half
 //! of the log line written), `after_log`, `after_state`. `agentforge undo` to step
 //! `<step>` passes `undo_files` (the files reset, the log not yet rewound) and
 //! `rewind_log` (the log cut, the state not yet written). Unset in normal use; reading

@@ -1,5 +1,5 @@
 //! A step's trajectory: the exact request the step sent to the model and the raw reply
-//! it got, kept beside the log (`trajectories/step-NNNN.json.gz` in the task folder) so
+//! it got, kept beside the log (`trajectories/steps.jsonl.gz` in the task folder) so
 //! `agentforge show` and `agentforge report` can say what the model saw and answered, and
 //! `run --record` can turn a run into a replayable session.
 //!
@@ -97,13 +97,18 @@ impl From<&Answer> for ModelReply {
 /// Where a log record's trajectory is, and how to tell it is the one written with it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrajectoryRef {
-    /// Path relative to the task folder (`trajectories/step-0003.json.gz`).
+    /// Path relative to the task folder: the task's pack (`trajectories/steps.jsonl.gz`),
+    /// or for steps recorded before packs, the step's own file
+    /// (`trajectories/step-0003.json.gz`).
     pub file: String,
-    /// `sha256:<hex>` of the compressed file.
+    /// Where the step's gzip member starts in the pack; `None` for a file of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// `sha256:<hex>` of the compressed bytes (the member, or the whole file).
     pub sha256: String,
-    /// Size of the compressed file.
+    /// Size of the compressed bytes.
     pub bytes: u64,
-    /// Size of the JSON before compression.
+    /// Size of the JSON before compression (with its line break, in a pack).
     pub raw_bytes: u64,
 }
 

@@ -97,7 +97,7 @@ pub fn append_line(path: &Path, line: &[u8]) -> Result<(), (&'static str, io::Er
 }
 
 /// [`append_line`], with files the line refers to (written before it, such as a step's
-/// trajectory and its folder) flushed by the same background job, before the log.
+/// trajectory pack) flushed by the same background job, before the log.
 pub fn append_line_after(
     path: &Path,
     line: &[u8],

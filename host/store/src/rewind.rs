@@ -120,18 +120,28 @@ impl TaskDir {
         };
         let (mut kept, mut later) = (String::new(), String::new());
         let mut last_kept: Option<&str> = None;
-        let mut archived = 0;
+        let mut undone_lines = Vec::new();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             if step_of(line, &log)? <= marker.to_step {
                 kept.push_str(line);
                 kept.push('\n');
                 last_kept = Some(line);
             } else {
-                later.push_str(&crate::trajectory::archived_line(line, &marker.archive));
-                later.push('\n');
-                archived += 1;
+                undone_lines.push(line);
             }
         }
+        // Where the undone steps' trajectories start in the pack; the archived lines
+        // point into the archive's pack, which starts there.
+        let undone_start = crate::trajectory::undone_start(undone_lines.iter().copied());
+        for line in &undone_lines {
+            later.push_str(&crate::trajectory::archived_line(
+                line,
+                &marker.archive,
+                undone_start,
+            ));
+            later.push('\n');
+        }
+        let mut archived = undone_lines.len();
         // The archive first: once the log is cut, these records live only there. (On a
         // second pass the log holds none of them and the archive is left as it is.)
         let archive = self.path().join(&marker.archive);
@@ -140,7 +150,12 @@ impl TaskDir {
             // The undone steps' trajectories go with their records (whose lines in the
             // archive name them there), before the log is cut: `recover` would take
             // them for orphans, and the steps that run again would overwrite them.
-            crate::trajectory::archive_after(self.path(), marker.to_step, &marker.archive)?;
+            crate::trajectory::archive_after(
+                self.path(),
+                marker.to_step,
+                &marker.archive,
+                undone_start,
+            )?;
             atomic_rewrite(&log, kept.as_bytes()).map_err(io_err("cannot rewrite", &log))?;
             agentforge_core::fault::point("rewind_log", marker.to_step);
         }

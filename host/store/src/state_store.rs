@@ -978,7 +978,11 @@ impl TaskDir {
             });
         }
         // A trajectory after the last recorded step belongs to a step that runs again.
-        recovery.trajectories_removed = crate::trajectory::remove_after(&self.dir, state.step)?;
+        recovery.trajectories_removed = crate::trajectory::remove_after(
+            &self.dir,
+            state.step,
+            crate::trajectory::recorded_end(&text),
+        )?;
         Ok((state, recovery))
     }
 
