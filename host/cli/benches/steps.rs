@@ -3,7 +3,8 @@
 //! 1. context tokens at step 100 vs step 1 of a 100-step scripted session that keeps
 //!    reading, editing and checking, and the largest prompt against the budget;
 //! 2. host overhead per step (prepare + apply, excluding the model call and commands)
-//!    with 1,000 prior actions in the log: median and p90;
+//!    with 1,000 prior actions in the log, each step keeping the trajectory of a request
+//!    as Anthropic's provider sends it: median and p90;
 //! 3. resume after kill -9: time from process start to the next model request.
 
 #[path = "stats.rs"]
@@ -92,6 +93,52 @@ fn response(name: String, arguments: serde_json::Value) -> ModelResponse {
         },
         model: "bench".into(),
         exchange: None,
+    }
+}
+
+/// [`response`] with the exchange an HTTP provider reports: the request body as
+/// Anthropic's provider sends it for `prepared`, and a reply of the size a tool call
+/// takes. The step keeps both in its trajectory (masked, compressed, appended), so the
+/// trajectory's cost in the figure is that of a real run's step, not of an empty one.
+fn response_as_sent(
+    prepared: &agentforge::executor::PreparedStep,
+    name: String,
+    arguments: serde_json::Value,
+) -> ModelResponse {
+    use agentforge::providers::{AnthropicProvider, WireExchange, WireReply, WireRequest};
+    let body = AnthropicProvider::request_body(&prepared.request).to_string();
+    let reply = json!({
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": "bench",
+        "content": [
+            {"type": "text", "text": "Reading the next module to find the definition the violation names."},
+            {"type": "tool_use", "id": "toolu_bench", "name": name, "input": arguments}
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 5000, "output_tokens": 60}
+    });
+    let headers = [
+        ("anthropic-version", "2023-06-01"),
+        ("content-type", "application/json"),
+        ("x-api-key", "***"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    ModelResponse {
+        exchange: Some(WireExchange {
+            request: WireRequest {
+                method: "POST".into(),
+                url: "https://api.anthropic.com/v1/messages".into(),
+                headers,
+                body,
+            },
+            reply: WireReply {
+                status: 200,
+                body: reply.to_string(),
+            },
+            attempts: 1,
+        }),
+        ..response(name, arguments)
     }
 }
 
@@ -219,10 +266,10 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
                     std::thread::sleep(d);
                 }
                 let args = json!({"path": format!("src/mod_{}.rs", i % 20), "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
+                // The provider's side of the call (its body, the reply): not timed.
+                let answer = response_as_sent(&prepared, "read_file".into(), args);
                 let (t2, c2) = (Instant::now(), stats::thread_cpu());
-                tokio
-                    .block_on(exec.apply(prepared, response("read_file".into(), args)))
-                    .unwrap();
+                tokio.block_on(exec.apply(prepared, answer)).unwrap();
                 let (t3, c3) = (Instant::now(), stats::thread_cpu());
                 prep.push(t1 - t0);
                 total.push((t1 - t0) + (t3 - t2));
@@ -251,6 +298,12 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         "files the step rewrites: state.yaml {} bytes, working_memory.yaml {} bytes",
         size("state.yaml"),
         size("working_memory.yaml")
+    );
+    let last = exec.dir().read_actions().unwrap().pop().unwrap();
+    let kept = last.trajectory.expect("the step kept its trajectory");
+    println!(
+        "trajectory the step appends (request as sent to Anthropic, reply): {} bytes of JSON, {} stored",
+        kept.raw_bytes, kept.bytes
     );
     println!(
         "prepare (per-run median): {}",
