@@ -2151,9 +2151,9 @@ impl<'r> Executor<'r> {
         secrets.mask_serde(&mut memory);
         secrets.mask_serde(&mut record);
         agentforge_core::fault::point("after_action", step);
-        // The trajectory is in place (renamed, whole) before the line that points to it,
-        // and is named by its step: a kill between the two leaves a file the rerun of
-        // the step replaces (recovery deletes it first). Flushed with the line.
+        // The trajectory's member is appended whole before the line that points to it: a
+        // kill between the two leaves a member no line points to, which recovery cuts
+        // off before the step runs again and appends anew. Flushed with the line.
         record.trajectory = Some(written.reference);
         agentforge_core::fault::point("after_trajectory", step);
         // One fsync per step: the log line. The working memory goes first, replaced

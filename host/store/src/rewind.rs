@@ -1,6 +1,6 @@
 //! Rewinding a task to an earlier step (`agentforge undo`): the log keeps the records up
 //! to that step, the later ones move to an archive beside it (the audit trail loses
-//! nothing; their trajectories move to `trajectories/<archive>/`), and the state, the
+//! nothing; their trajectories move to `trajectories/undone-<ms>/`), and the state, the
 //! working memory and the snapshots are put back as they were after that step, so
 //! `resume` continues from there.
 //!
@@ -149,7 +149,7 @@ impl TaskDir {
             atomic_write(&archive, later.as_bytes()).map_err(io_err("cannot write", &archive))?;
             // The undone steps' trajectories go with their records (whose lines in the
             // archive name them there), before the log is cut: `recover` would take
-            // them for orphans, and the steps that run again would overwrite them.
+            // them for orphans and cut them off the pack.
             crate::trajectory::archive_after(
                 self.path(),
                 marker.to_step,

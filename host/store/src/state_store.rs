@@ -981,7 +981,7 @@ impl TaskDir {
         recovery.trajectories_removed = crate::trajectory::remove_after(
             &self.dir,
             state.step,
-            crate::trajectory::recorded_end(&text),
+            crate::trajectory::intact_end(&self.dir, &text)?,
         )?;
         Ok((state, recovery))
     }

@@ -12,9 +12,9 @@
 //! - The member is appended *before* the step's log line, so a line is never written
 //!   before its member; a kill during the append leaves a torn tail that no line points to.
 //! - A step killed after its member and before its line runs again on resume. Recovery
-//!   first cuts the pack back to the end of the last member a line points to
-//!   ([`remove_after`]), so the tail of a step that was never recorded goes, torn or whole,
-//!   and the step's new member takes its place.
+//!   first cuts the pack back to the end of the last whole member a line points to
+//!   ([`intact_end`], [`remove_after`]), so the tail of a step that was never recorded
+//!   goes, torn or whole, and the step's new member takes its place.
 //! - The pack (and its folder, when the append created it) is flushed to the disk by the
 //!   log's background flush, before the line ([`crate::flush::append_line_after`]). The
 //!   kernel may still write the line back first: after a power cut (not a kill) a line may
@@ -163,7 +163,8 @@ pub fn read(task_dir: &Path, r: &TrajectoryRef) -> Result<Trajectory, StoreError
             let mut file = File::open(&path).map_err(io_err("cannot open", &path))?;
             file.seek(SeekFrom::Start(offset))
                 .map_err(io_err("cannot seek in", &path))?;
-            let mut member = Vec::with_capacity(r.bytes as usize);
+            // Grown as read: the line's size is not trusted for an allocation.
+            let mut member = Vec::new();
             file.take(r.bytes)
                 .read_to_end(&mut member)
                 .map_err(io_err("cannot read", &path))?;
@@ -188,9 +189,9 @@ pub fn read(task_dir: &Path, r: &TrajectoryRef) -> Result<Trajectory, StoreError
     serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))
 }
 
-/// The pack member a log line points to: `(offset, bytes)`; `None` for a line without a
-/// trajectory, with a per-step file, or that does not parse.
-pub fn pack_member(line: &str) -> Option<(u64, u64)> {
+/// The reference of the pack member a log line points to (its `offset` is `Some`);
+/// `None` for a line without a trajectory, with a per-step file, or that does not parse.
+fn pack_ref(line: &str) -> Option<TrajectoryRef> {
     #[derive(serde::Deserialize)]
     struct Line {
         trajectory: Option<TrajectoryRef>,
@@ -199,8 +200,52 @@ pub fn pack_member(line: &str) -> Option<(u64, u64)> {
     if !line.contains("\"offset\"") {
         return None;
     }
-    let r = serde_json::from_str::<Line>(line).ok()?.trajectory?;
-    Some((r.offset?, r.bytes))
+    serde_json::from_str::<Line>(line)
+        .ok()?
+        .trajectory
+        .filter(|r| r.offset.is_some())
+}
+
+/// The pack member a log line points to: `(offset, bytes)`; `None` for a line without a
+/// trajectory, with a per-step file, or that does not parse.
+pub fn pack_member(line: &str) -> Option<(u64, u64)> {
+    pack_ref(line).and_then(|r| Some((r.offset?, r.bytes)))
+}
+
+/// Where recovery cuts the pack: the end of the last member a line of `log` points to
+/// that is whole on disk (inside the pack, its hash the line's). After a power cut the
+/// last line's member may be short or unwritten; cutting after the last intact one
+/// instead means a step that then appends and is killed before its line leaves nothing
+/// behind in the pack, and the pack is only ever shortened. 0 when no member is intact.
+pub fn intact_end(task_dir: &Path, log: &str) -> Result<u64, StoreError> {
+    let path = task_dir.join(TRAJECTORY_DIR).join(PACK_NAME);
+    let mut file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io_err("cannot open", &path)(e)),
+    };
+    let len = file
+        .metadata()
+        .map_err(io_err("cannot read the size of", &path))?
+        .len();
+    for r in log.lines().rev().filter_map(pack_ref) {
+        let offset = r.offset.unwrap_or_default();
+        let end = offset.saturating_add(r.bytes);
+        if end > len || r.bytes > MAX_TRAJECTORY_BYTES {
+            continue;
+        }
+        file.seek(SeekFrom::Start(offset))
+            .map_err(io_err("cannot seek in", &path))?;
+        let mut member = Vec::new();
+        (&mut file)
+            .take(r.bytes)
+            .read_to_end(&mut member)
+            .map_err(io_err("cannot read", &path))?;
+        if agentforge_core::hash::tagged(&member) == r.sha256 {
+            return Ok(end);
+        }
+    }
+    Ok(0)
 }
 
 /// Where the pack's last recorded member ends, from the task's log: the end of the last
@@ -209,7 +254,8 @@ pub fn recorded_end(log: &str) -> u64 {
     log.lines()
         .rev()
         .find_map(pack_member)
-        .map_or(0, |(offset, bytes)| offset + bytes)
+        // Saturating: an edited line's numbers must not wrap around (or panic).
+        .map_or(0, |(offset, bytes)| offset.saturating_add(bytes))
 }
 
 /// The steps of the whole gzip members at the start of `bytes` (each member's JSON holds
@@ -245,7 +291,7 @@ fn member_steps(mut bytes: &[u8]) -> Vec<u64> {
 }
 
 /// Deletes what was written for steps after `last` and never recorded (a step killed
-/// before its log line): the pack past `recorded_end` (see [`recorded_end`]), per-step
+/// before its log line): the pack past `recorded_end` (recovery gives [`intact_end`]), per-step
 /// files of later steps, and leftover temporary files. Returns the steps whose
 /// trajectories went.
 pub fn remove_after(task_dir: &Path, last: u64, recorded_end: u64) -> Result<Vec<u64>, StoreError> {
@@ -397,14 +443,22 @@ pub fn archive_after(
         // Moved by a first pass that stopped before the log was cut.
         return Ok(());
     }
-    file.seek(SeekFrom::Start(start))
-        .map_err(io_err("cannot seek in", &pack))?;
-    let mut undone = Vec::new();
-    file.read_to_end(&mut undone)
-        .map_err(io_err("cannot read", &pack))?;
-    fs::create_dir_all(&into).map_err(io_err("cannot create", &into))?;
     let to = into.join(PACK_NAME);
-    crate::state_store::atomic_write(&to, &undone).map_err(io_err("cannot write", &to))?;
+    // A copy that exists is whole (written atomically by a first pass that stopped before
+    // the cut) and is kept: the pack past `start` may since hold other steps' members.
+    if !to.exists() {
+        file.seek(SeekFrom::Start(start))
+            .map_err(io_err("cannot seek in", &pack))?;
+        let mut undone = Vec::new();
+        file.read_to_end(&mut undone)
+            .map_err(io_err("cannot read", &pack))?;
+        fs::create_dir_all(&into).map_err(io_err("cannot create", &into))?;
+        crate::state_store::atomic_write(&to, &undone).map_err(io_err("cannot write", &to))?;
+        // The archive folder's entry reaches the disk before the members leave the pack.
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err("cannot fsync", &dir))?;
+    }
     file.set_len(start)
         .map_err(io_err("cannot truncate", &pack))?;
     file.sync_all().map_err(io_err("cannot fsync", &pack))?;
@@ -604,6 +658,9 @@ mod tests {
             .unwrap()
             .is_empty());
         assert_eq!(zcat(&archived), [sample(2), sample(3)]);
+        // A pass of the same undo after that (its marker left behind) keeps the archive.
+        archive_after(tmp.path(), 1, archive, start).unwrap();
+        assert_eq!(zcat(&archived), [sample(2), sample(3)]);
     }
 
     #[test]
@@ -652,6 +709,49 @@ mod tests {
     }
 
     #[test]
+    fn after_a_power_cut_recovery_cuts_after_the_last_intact_member() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lines = steps(tmp.path(), 2);
+        let log = lines.join("\n");
+        let end_of_1 = recorded_end(&lines[0]);
+        assert_eq!(intact_end(tmp.path(), &log).unwrap(), pack_len(tmp.path()));
+        // The power cut kept both lines but only part of step 2's member; step 3 then
+        // appended after that part and was killed before its line.
+        let f = OpenOptions::new()
+            .write(true)
+            .open(tmp.path().join(pack_path()))
+            .unwrap();
+        f.set_len(pack_len(tmp.path()) - 10).unwrap();
+        write(tmp.path(), &sample(3)).unwrap();
+        let end = intact_end(tmp.path(), &log).unwrap();
+        assert_eq!(end, end_of_1);
+        remove_after(tmp.path(), 2, end).unwrap();
+        // Nothing of step 3 is left to be read as a step; step 2's line says what it lost.
+        assert_eq!(zcat(&tmp.path().join(pack_path())), [sample(1)]);
+        let r2: TrajectoryRef = serde_json::from_value(
+            serde_json::from_str::<serde_json::Value>(&lines[1]).unwrap()["trajectory"].clone(),
+        )
+        .unwrap();
+        let e = read(tmp.path(), &r2).unwrap_err().to_string();
+        assert!(e.contains("did not reach the disk"), "{e}");
+        // A member of the right length whose bytes are not the line's is not intact either.
+        let tmp = tempfile::tempdir().unwrap();
+        let lines = steps(tmp.path(), 2);
+        let p = tmp.path().join(pack_path());
+        let mut bytes = fs::read(&p).unwrap();
+        let last = bytes.len() - 3;
+        bytes[last] = 0;
+        fs::write(&p, bytes).unwrap();
+        assert_eq!(
+            intact_end(tmp.path(), &lines.join("\n")).unwrap(),
+            recorded_end(&lines[0])
+        );
+        // No pack, or no line pointing into one: nothing to keep.
+        assert_eq!(intact_end(tmp.path(), "{\"step\":1}").unwrap(), 0);
+        assert_eq!(intact_end(&tmp.path().join("none"), &lines[0]).unwrap(), 0);
+    }
+
+    #[test]
     fn lines_of_per_step_files_or_without_trajectories_point_into_no_pack() {
         assert_eq!(pack_member("{\"step\":1}"), None);
         assert_eq!(pack_member("not json \"offset\""), None);
@@ -660,5 +760,7 @@ mod tests {
         // The last line with a member gives the end, whatever lines follow it.
         let log = "{\"step\":1,\"trajectory\":{\"file\":\"trajectories/steps.jsonl.gz\",\"offset\":0,\"sha256\":\"s\",\"bytes\":40,\"raw_bytes\":90}}\n{\"step\":2,\"trajectory\":null}\n";
         assert_eq!(recorded_end(log), 40);
+        let hostile = "{\"step\":1,\"trajectory\":{\"file\":\"trajectories/steps.jsonl.gz\",\"offset\":18446744073709551615,\"sha256\":\"s\",\"bytes\":40,\"raw_bytes\":90}}";
+        assert_eq!(recorded_end(hostile), u64::MAX);
     }
 }
