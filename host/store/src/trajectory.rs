@@ -65,7 +65,7 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Sto
 }
 
 /// The pack's name relative to the task folder.
-pub fn pack_path() -> String {
+fn pack_path() -> String {
     format!("{TRAJECTORY_DIR}/{PACK_NAME}")
 }
 
@@ -208,7 +208,7 @@ fn pack_ref(line: &str) -> Option<TrajectoryRef> {
 
 /// The pack member a log line points to: `(offset, bytes)`; `None` for a line without a
 /// trajectory, with a per-step file, or that does not parse.
-pub fn pack_member(line: &str) -> Option<(u64, u64)> {
+fn pack_member(line: &str) -> Option<(u64, u64)> {
     pack_ref(line).and_then(|r| Some((r.offset?, r.bytes)))
 }
 
@@ -248,16 +248,6 @@ pub fn intact_end(task_dir: &Path, log: &str) -> Result<u64, StoreError> {
     Ok(0)
 }
 
-/// Where the pack's last recorded member ends, from the task's log: the end of the last
-/// member a line points to (0 when none does).
-pub fn recorded_end(log: &str) -> u64 {
-    log.lines()
-        .rev()
-        .find_map(pack_member)
-        // Saturating: an edited line's numbers must not wrap around (or panic).
-        .map_or(0, |(offset, bytes)| offset.saturating_add(bytes))
-}
-
 /// The steps of the whole gzip members at the start of `bytes` (each member's JSON holds
 /// its `step`); stops at the first torn or foreign one.
 fn member_steps(mut bytes: &[u8]) -> Vec<u64> {
@@ -291,10 +281,10 @@ fn member_steps(mut bytes: &[u8]) -> Vec<u64> {
 }
 
 /// Deletes what was written for steps after `last` and never recorded (a step killed
-/// before its log line): the pack past `recorded_end` (recovery gives [`intact_end`]), per-step
+/// before its log line): the pack past `keep_end` (recovery gives [`intact_end`]), per-step
 /// files of later steps, and leftover temporary files. Returns the steps whose
 /// trajectories went.
-pub fn remove_after(task_dir: &Path, last: u64, recorded_end: u64) -> Result<Vec<u64>, StoreError> {
+pub fn remove_after(task_dir: &Path, last: u64, keep_end: u64) -> Result<Vec<u64>, StoreError> {
     let dir = task_dir.join(TRAJECTORY_DIR);
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
@@ -318,7 +308,7 @@ pub fn remove_after(task_dir: &Path, last: u64, recorded_end: u64) -> Result<Vec
             }
         }
     }
-    removed.extend(cut_pack(&dir.join(PACK_NAME), recorded_end)?);
+    removed.extend(cut_pack(&dir.join(PACK_NAME), keep_end)?);
     removed.sort_unstable();
     removed.dedup();
     Ok(removed)
@@ -493,6 +483,15 @@ mod tests {
             answer: Answer::NoToolCall { text: "hi".into() },
             usage: Default::default(),
         }
+    }
+
+    /// Where the last member a line of `log` points to ends, intact or not (0 when none
+    /// does): what recovery would cut at if it did not check the member.
+    fn recorded_end(log: &str) -> u64 {
+        log.lines()
+            .rev()
+            .find_map(pack_member)
+            .map_or(0, |(offset, bytes)| offset.saturating_add(bytes))
     }
 
     /// A log line as the executor writes it: the step and its trajectory's reference.
@@ -762,5 +761,13 @@ mod tests {
         assert_eq!(recorded_end(log), 40);
         let hostile = "{\"step\":1,\"trajectory\":{\"file\":\"trajectories/steps.jsonl.gz\",\"offset\":18446744073709551615,\"sha256\":\"s\",\"bytes\":40,\"raw_bytes\":90}}";
         assert_eq!(recorded_end(hostile), u64::MAX);
+        // Recovery neither wraps nor panics on it: the member before it is the last whole.
+        let tmp = tempfile::tempdir().unwrap();
+        let lines = steps(tmp.path(), 2);
+        let full = pack_len(tmp.path());
+        let log = format!("{}\n{}\n{hostile}\n", lines[0], lines[1]);
+        assert_eq!(intact_end(tmp.path(), &log).unwrap(), full);
+        assert!(remove_after(tmp.path(), 3, full).unwrap().is_empty());
+        assert_eq!(pack_len(tmp.path()), full);
     }
 }
