@@ -5,8 +5,7 @@
 //! overrides; `max_cost_usd` / `--max-cost-usd` stopping a run resumably before the next
 //! model call; an unpriced model's cost unknown (never zero) and a cap on it refused.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

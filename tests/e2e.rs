@@ -2,8 +2,7 @@
 //! played by scripted Anthropic / OpenAI-compatible servers on 127.0.0.1 (real HTTP,
 //! real request validation) or by the replay provider.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -20,8 +20,7 @@
 //!
 //! It prints a table per tool and asserts the targets.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,8 +4,7 @@
 //! [`load_dir`], as `agentforge run --plugins` would; the components are built by
 //! `plugins/build.sh` once per test process.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::built_plugins::{plugins, root};
 

@@ -6,8 +6,7 @@
 //! kill -9 at several points, then `resume`, ends the same with no session run twice; a
 //! goal alone runs the initializer; a bad field is refused naming file, feature, field.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::os::unix::process::CommandExt;

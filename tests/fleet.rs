@@ -7,8 +7,7 @@
 //! missing one fails every test; elsewhere each test says it is skipped (as the browser
 //! test does), so `cargo test` on a machine without it stays usable.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -5,8 +5,7 @@
 //!
 //! The components are built by `plugins/build.sh` once per test process.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::built_plugins::{plugins, root};
 

@@ -6,8 +6,7 @@
 //!
 //! The model's side is a replayed session; the check is a real `grep`.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

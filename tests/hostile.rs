@@ -5,8 +5,7 @@
 //! `plugins/hostile-schema`) must end as the plugin's typed error while the host carries
 //! on: never a host panic (exit 101), an abort or a hang.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

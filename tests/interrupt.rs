@@ -5,8 +5,7 @@
 //! refuses with the holder's pid); `--max-steps` wins at run and at resume and is kept;
 //! commands started together never trip over one another's write probe.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::fs::File;
 use std::path::Path;

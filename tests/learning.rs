@@ -16,8 +16,7 @@
 //!   and in no output. The endpoint down: the run completes and warns once, one call is
 //!   made (its bounded attempts), and the next `learn` embeds what it left out.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

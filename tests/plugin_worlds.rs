@@ -3,8 +3,7 @@
 //! `read` and `checks` capabilities), per-check gate selection with plugin config, and a
 //! gate built against the frozen 0.1.0 contract, run through its own binding.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::built_plugins::plugins;
 

@@ -5,8 +5,7 @@
 //! `target/plugins`); the first test that needs them runs it, so `cargo test` works from
 //! a fresh clone as long as the `wasm32-wasip2` target is installed.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::built_plugins::{plugins, root};
 

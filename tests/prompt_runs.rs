@@ -3,8 +3,7 @@
 //! project's instruction files (AGENTS.md, CLAUDE.md, `.agentforge/instructions.md`) in
 //! a budgeted context section that `agentforge context` lists.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,7 +1,6 @@
 //! Provider tests against the scripted LLM server (offline, 127.0.0.1 only).
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

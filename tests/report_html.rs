@@ -6,8 +6,7 @@
 //! Chromium is Debian's `chromium` (`.ci/run` installs it). Outside CI a machine without
 //! it skips the test, saying so; under `CI=true` a missing Chromium fails it.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -10,8 +10,7 @@
 //! - checks run without the provider keys or anything the deny list names, and the key
 //!   values the host holds appear nowhere it stores or shows.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -5,8 +5,7 @@
 //! answered by a scripted model server on 127.0.0.1 in both wire formats; and a sprint
 //! folder the CLI refuses clearly.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;

@@ -14,8 +14,7 @@
 //! `SPRINT_FAILURES_LONG_TASKS=N` sets the long sprint's plan size (100 by default: 107
 //! iterations in about 45 s; 190 gives 197 iterations, about 130 s in a debug build).
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Output;

@@ -4,8 +4,7 @@
 //! plays back to the same end; `show` prints what the model saw and answered; bad input
 //! gets a clear error.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::io::Read;
 use std::path::Path;

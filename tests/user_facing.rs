@@ -3,8 +3,7 @@
 //! task inputs checked against the task type, feedback on unknown tools, exit codes in
 //! words, and log lines that stay bounded however large the model's arguments.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,6 +1,7 @@
 //! Shared support for the workspace's integration tests.
 //!
-//! Include it from a test file with:
+//! `tests/end_to_end.rs` declares it once for the modules it links; a test file with
+//! its own binary includes it with:
 //!
 //! ```ignore
 //! #[path = "support/mod.rs"]
@@ -8,8 +9,7 @@
 //! use support::scripted_server::{Protocol, Scripted, ScriptedServer};
 //! ```
 //!
-//! Every test binary compiles its own copy and uses only part of it, hence
-//! the `dead_code` allowance.
+//! Each binary uses only part of it, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
 pub mod built_plugins;
