@@ -219,15 +219,9 @@ fn pack_member(line: &str) -> Option<(u64, u64)> {
 /// behind in the pack, and the pack is only ever shortened. 0 when no member is intact.
 pub fn intact_end(task_dir: &Path, log: &str) -> Result<u64, StoreError> {
     let path = task_dir.join(TRAJECTORY_DIR).join(PACK_NAME);
-    let mut file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(io_err("cannot open", &path)(e)),
+    let Some((mut file, len)) = open_pack(&path, false)? else {
+        return Ok(0);
     };
-    let len = file
-        .metadata()
-        .map_err(io_err("cannot read the size of", &path))?
-        .len();
     for r in log.lines().rev().filter_map(pack_ref) {
         let offset = r.offset.unwrap_or_default();
         let end = offset.saturating_add(r.bytes);
@@ -314,19 +308,28 @@ pub fn remove_after(task_dir: &Path, last: u64, keep_end: u64) -> Result<Vec<u64
     Ok(removed)
 }
 
-/// Cuts the pack at `path` back to `end` bytes (nothing when it is not longer: after a
-/// power cut it may be shorter, and is never lengthened); returns the steps of the whole
-/// members cut.
-fn cut_pack(path: &Path, end: u64) -> Result<Vec<u64>, StoreError> {
-    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+/// Opens the pack at `path` (for writing too when `write`) with its length; `None` when
+/// the task has none, which every caller treats as nothing to do.
+fn open_pack(path: &Path, write: bool) -> Result<Option<(File, u64)>, StoreError> {
+    let file = match OpenOptions::new().read(true).write(write).open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("cannot open", path)(e)),
     };
     let len = file
         .metadata()
         .map_err(io_err("cannot read the size of", path))?
         .len();
+    Ok(Some((file, len)))
+}
+
+/// Cuts the pack at `path` back to `end` bytes (nothing when it is not longer: after a
+/// power cut it may be shorter, and is never lengthened); returns the steps of the whole
+/// members cut.
+fn cut_pack(path: &Path, end: u64) -> Result<Vec<u64>, StoreError> {
+    let Some((mut file, len)) = open_pack(path, true)? else {
+        return Ok(Vec::new());
+    };
     if len <= end {
         return Ok(Vec::new());
     }
@@ -420,15 +423,9 @@ pub fn archive_after(
         return Ok(());
     };
     let pack = dir.join(PACK_NAME);
-    let mut file = match OpenOptions::new().read(true).write(true).open(&pack) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err("cannot open", &pack)(e)),
+    let Some((mut file, len)) = open_pack(&pack, true)? else {
+        return Ok(());
     };
-    let len = file
-        .metadata()
-        .map_err(io_err("cannot read the size of", &pack))?
-        .len();
     if len <= start {
         // Moved by a first pass that stopped before the log was cut.
         return Ok(());
