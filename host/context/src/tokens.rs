@@ -200,7 +200,9 @@ pub fn use_count_file(path: &std::path::Path) {
             // A torn last entry would shift every entry appended after it.
             whole = (bytes.len() - COUNT_FILE_MAGIC.len()).is_multiple_of(COUNT_ENTRY);
             let body = &bytes[COUNT_FILE_MAGIC.len()..];
-            body.chunks_exact(COUNT_ENTRY)
+            body.as_chunks::<COUNT_ENTRY>()
+                .0
+                .iter()
                 .map(|e| {
                     let word =
                         |i: usize| u64::from_le_bytes(e[i..i + 8].try_into().expect("8 bytes"));
@@ -350,7 +352,9 @@ mod tests {
         let has = |bytes: &[u8]| {
             let key = digest(piece);
             bytes[COUNT_FILE_MAGIC.len()..]
-                .chunks_exact(COUNT_ENTRY)
+                .as_chunks::<COUNT_ENTRY>()
+                .0
+                .iter()
                 .any(|e| {
                     e[..8] == key.0.to_le_bytes()
                         && e[8..16] == key.1.to_le_bytes()

@@ -97,9 +97,11 @@ pub(crate) fn dot_blob(a: &[f32], blob: &[u8]) -> Option<f32> {
         return None;
     }
     Some(
-        blob.chunks_exact(4)
+        blob.as_chunks::<4>()
+            .0
+            .iter()
             .zip(a)
-            .map(|(b, x)| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * x)
+            .map(|(b, x)| f32::from_le_bytes(*b) * x)
             .sum(),
     )
 }

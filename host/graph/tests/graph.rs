@@ -560,10 +560,8 @@ fn an_approved_rule_is_read_by_the_guard_in_the_agreed_json_shape() {
             "target_glob": null,
             "condition": "no_files_changed",
             "effect": "deny",
-            "reason": format!(
-                "Do not call `complete` before changing a file. Instead: Edit the files the \
-                 subtask names, then call complete."
-            ),
+            "reason": "Do not call `complete` before changing a file. Instead: Edit the files \
+                       the subtask names, then call complete.",
             "pattern": desc,
         })
     );
