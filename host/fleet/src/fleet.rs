@@ -485,7 +485,7 @@ impl Fleet {
     /// An item's status, if it has one.
     pub async fn item_status(&self, id: &str) -> Result<Option<ItemStatus>, FleetError> {
         let got = retry(&format!("get key `{id}` in {}", names::STATUS), || {
-            self.status.get(id)
+            leader_get(&self.status, id)
         })
         .await?;
         Ok(got.and_then(|b| serde_json::from_slice(&b).ok()))
@@ -714,31 +714,61 @@ async fn ensure_kv(
         .map_err(|e| FleetError::js(format!("open bucket {bucket}"), e))
 }
 
+/// Every key's value in a bucket, as the stream's leader has them: the keys are one
+/// snapshot of the stream's subjects (stream info with a subject filter) and each value
+/// is the last message on its subject. The client's `keys()` lists through a consumer
+/// over the last message per subject, which delivers a key again each time it is
+/// rewritten during the listing (a view of 4 busy workers listed 1,016 of them) and on
+/// a busy bucket may not end.
 async fn read_all<T: serde::de::DeserializeOwned>(
     store: &kv::Store,
     bucket: &str,
 ) -> Result<Vec<T>, FleetError> {
-    let mut keys: Vec<String> = match store.keys().await {
-        Ok(k) => k
-            .try_collect()
-            .await
-            .map_err(|e| FleetError::js(format!("list keys of {bucket}"), e))?,
-        Err(e) => return Err(FleetError::js(format!("list keys of {bucket}"), e)),
-    };
-    keys.sort();
+    let listing = |e: &dyn std::fmt::Display| FleetError::js(format!("list keys of {bucket}"), e);
+    let subjects: Vec<(String, usize)> = store
+        .stream
+        .info_with_subjects(format!("{}>", store.prefix))
+        .await
+        .map_err(|e| listing(&e))?
+        .try_collect()
+        .await
+        .map_err(|e| listing(&e))?;
+    let keys: std::collections::BTreeSet<&str> = subjects
+        .iter()
+        .filter_map(|(s, _)| s.strip_prefix(store.prefix.as_str()))
+        .collect();
     let mut out = Vec::with_capacity(keys.len());
     for k in keys {
-        if let Some(v) = store
-            .get(k.as_str())
+        let value = leader_get(store, k)
             .await
-            .map_err(|e| FleetError::js(format!("get key `{k}` in {bucket}"), e))?
-        {
-            if let Ok(t) = serde_json::from_slice(&v) {
-                out.push(t);
-            }
+            .map_err(|e| FleetError::js(format!("get key `{k}` in {bucket}"), e))?;
+        if let Some(t) = value.and_then(|v| serde_json::from_slice(&v).ok()) {
+            out.push(t);
         }
     }
     Ok(out)
+}
+
+/// A key's value as the stream's leader has it, `None` when it has none or was deleted.
+/// The client's `get` asks any replica (direct get), and a replica that lags answers
+/// with an older value: a status read just after an item ended could still say running.
+async fn leader_get(
+    store: &kv::Store,
+    key: &str,
+) -> Result<Option<Bytes>, stream::LastRawMessageError> {
+    let subject = format!("{}{key}", store.prefix);
+    match store.stream.get_last_raw_message_by_subject(&subject).await {
+        // A delete, a purge or a server's marker is a message with a header and no value.
+        Ok(m)
+            if m.headers.get("KV-Operation").is_some()
+                || m.headers.get("Nats-Marker-Reason").is_some() =>
+        {
+            Ok(None)
+        }
+        Ok(m) => Ok(Some(m.payload)),
+        Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Runs a JetStream operation again while it fails, up to ~15 s: a cluster electing a

@@ -153,3 +153,72 @@ async fn an_unreachable_server_is_named() {
     );
     assert!(text.contains("nats-server -js"), "{text}");
 }
+
+/// The fleet's view lists every key, even while the keys are being rewritten: four
+/// workers beat as fast as they can while the view is read again and again. A listing
+/// that misses a key updated during the read (as a consumer over the bucket's last
+/// message per subject can) fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_lists_every_worker_while_they_beat() {
+    if !nats_present() {
+        return;
+    }
+    let s = Node::start(&[]);
+    let fleet = Fleet::connect(opts(&s)).await.unwrap();
+    let names: Vec<String> = (1..=4).map(|i| format!("w{i}")).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut beaters = Vec::new();
+    for name in &names {
+        let (fleet, stop, name) = (
+            Fleet::connect(opts(&s)).await.unwrap(),
+            stop.clone(),
+            name.clone(),
+        );
+        let beat = move |n: u64| agentforge_fleet::WorkerBeat {
+            worker: name.clone(),
+            host: "h".into(),
+            pid: 1,
+            started: String::new(),
+            last_heartbeat: n.to_string(),
+            items: vec![],
+            concurrency: 1,
+        };
+        // Every worker has beaten once before the first view.
+        fleet.put_beat(&beat(0)).await.unwrap();
+        beaters.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                fleet.put_beat(&beat(n)).await.unwrap();
+            }
+            n
+        }));
+    }
+    // Each view lists each worker once: no key missed, none twice.
+    let mut wrong = None;
+    for round in 0..300 {
+        // A patience, not a measure: a listing that never ends fails here.
+        let view = tokio::time::timeout(Duration::from_secs(30), fleet.view())
+            .await
+            .expect("a view of a busy bucket ends")
+            .unwrap();
+        let seen: Vec<&str> = view.workers.iter().map(|w| w.worker.as_str()).collect();
+        if seen != names {
+            wrong = Some(format!(
+                "view {round} listed {} workers: {seen:?}",
+                seen.len()
+            ));
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut beats = 0;
+    for b in beaters {
+        beats += b.await.unwrap();
+    }
+    assert_eq!(wrong, None);
+    assert!(
+        beats > 300,
+        "the workers hardly beat ({beats}), so nothing was raced"
+    );
+}
