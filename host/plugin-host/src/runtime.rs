@@ -81,19 +81,24 @@ const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
 /// Bytes of linear memory and of tables a freed slot keeps resident instead of returning
 /// them to the kernel. With Linux's `PAGEMAP_SCAN` (6.7+, [`pooled_engine`] turns it on
 /// where the kernel has it) the slot's reset finds the pages the call dirtied and restores
-/// only those, so the next instance in the slot takes no page faults. Measured with the
-/// gate bench on the 2-core machine (2026-11-26): 43-49 us per gate call with nothing kept
-/// (a Rust guest's stack, data and heap pages faulted in anew every call: ~7 faults, a
-/// quarter of the call), 13-27 us with 4 MiB kept. Without `PAGEMAP_SCAN` the kept bytes
-/// would be cleared with one `memset` of the whole size (a 1 MiB `memset` cost more than
-/// the faults), so there nothing is kept.
-const KEEP_RESIDENT: (usize, usize) = (4 << 20, 64 << 10);
+/// up to this many in place (a `memset` each), so the next instance in the slot takes no
+/// page faults on them; the rest is returned to the kernel. Without `PAGEMAP_SCAN` the
+/// kept bytes would be cleared with one `memset` of the whole size, so there nothing is
+/// kept.
+///
+/// Measured with the gate bench on the 2-core machine. On wasmtime 48 (2026-11-26): 43-49
+/// us per gate call with nothing kept, 13-27 us with 4 MiB kept (48's scan stopped after
+/// 32 dirty regions and returned the rest). Wasmtime 50 resets every dirty page within
+/// the budget, swapped-out ones too (48 left those for the next instance): with 4 MiB kept
+/// a gate call took 34 us, most of it `memset`; by budget (2026-11-29, three runs each)
+/// 0: 23-24 us, 32 KiB: 27-29, 64 KiB: 17-25, 128 KiB: 27-33, 256 KiB: 32-37.
+const KEEP_RESIDENT: (usize, usize) = (64 << 10, 64 << 10);
 /// Freed slots returned to the kernel together: one `madvise` (and one TLB shootdown)
 /// per batch instead of per call (31 -> 27 us per gate call).
 const DECOMMIT_BATCH: usize = 32;
 /// Freed slots kept ready for the plugin that last used them (its memory image mapped);
-/// with [`KEEP_RESIDENT`] each holds at most 4 MiB of the pages its plugin touched, so
-/// this bounds that memory at 128 MiB.
+/// with [`KEEP_RESIDENT`] each holds at most 64 KiB of the pages its plugin touched, so
+/// this bounds that memory at 2 MiB.
 const WARM_SLOTS: u32 = 32;
 
 /// The engine with the pooling instance allocator: a fresh store per call (how gates,
