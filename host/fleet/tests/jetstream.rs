@@ -156,8 +156,8 @@ async fn an_unreachable_server_is_named() {
 
 /// The fleet's view lists every key, even while the keys are being rewritten: four
 /// workers beat as fast as they can while the view is read again and again. A listing
-/// that misses a key updated during the read (as a consumer over the bucket's last
-/// message per subject can) fails here.
+/// that repeats or misses a key rewritten during the read (as a consumer over the
+/// bucket's last message per subject does) fails here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_view_lists_every_worker_while_they_beat() {
     if !nats_present() {
