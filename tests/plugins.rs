@@ -1103,6 +1103,85 @@ fn built_extractors_are_compiled_with_simd() {
     assert!(uses_simd(&simd));
 }
 
+/// The core module's `memcmp` in a component, if the module exports one, and whether its
+/// body compares 8-byte words (`i64.load`) rather than bytes.
+fn exported_memcmp_reads_words(wasm: &[u8]) -> Option<bool> {
+    use wasmparser::{ExternalKind, Operator, Payload, TypeRef};
+    // Per core module: functions imported, the exported `memcmp`'s index, bodies seen.
+    let (mut imported, mut memcmp, mut body_index) = (0u32, None, 0u32);
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        match payload.expect("a valid component") {
+            Payload::Version { .. } => (imported, memcmp, body_index) = (0, None, 0),
+            Payload::ImportSection(imports) => {
+                for import in imports.into_imports() {
+                    if matches!(import.expect("an import").ty, TypeRef::Func(_)) {
+                        imported += 1;
+                    }
+                }
+            }
+            Payload::ExportSection(exports) => {
+                for export in exports {
+                    let export = export.expect("an export");
+                    if export.name == "memcmp" && export.kind == ExternalKind::Func {
+                        memcmp = Some(export.index);
+                    }
+                }
+            }
+            Payload::CodeSectionEntry(body) => {
+                if memcmp == Some(imported + body_index) {
+                    let mut ops = body.get_operators_reader().expect("a function body");
+                    let mut words = false;
+                    while !ops.eof() {
+                        words |=
+                            matches!(ops.read().expect("an operator"), Operator::I64Load { .. });
+                    }
+                    return Some(words);
+                }
+                body_index += 1;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Rust compares strings of unknown length with `memcmp`, and wasi-libc's compares a byte
+/// per loop iteration (a quarter of the cargo extractor's time in the component). The SDK
+/// defines its own, which the linker takes instead of libc's; libc's is never exported, so
+/// an exported `memcmp` that reads 8-byte words is the SDK's. Checked on every embedded
+/// built-in: a link that silently went back to libc's would slow every plugin.
+#[test]
+fn built_in_plugins_compare_memory_a_word_at_a_time() {
+    for b in agentforge_builtins::BUILTIN_PLUGINS {
+        assert_eq!(
+            exported_memcmp_reads_words(b.wasm),
+            Some(true),
+            "built-in `{}`: its `memcmp` is not the SDK's",
+            b.folder
+        );
+    }
+    // The check tells the two apart: a module exporting a `memcmp` that reads bytes, and
+    // one whose `memcmp` reads a word (`(func (param i32 i32 i32) (result i32) ...)`).
+    let module = |load: &[u8]| {
+        let body = [b"\0\x20\0".as_slice(), load, b"\x1a\x41\0\x0b"].concat();
+        [
+            b"\0asm\x01\0\0\0\x01\x08\x01\x60\x03\x7f\x7f\x7f\x01\x7f\x03\x02\x01\0".as_slice(),
+            b"\x05\x03\x01\0\x01\x07\x0a\x01\x06memcmp\0\0",
+            &[0x0a, body.len() as u8 + 2, 1, body.len() as u8],
+            &body,
+        ]
+        .concat()
+    };
+    assert_eq!(
+        exported_memcmp_reads_words(&module(b"\x2d\0\0")),
+        Some(false)
+    );
+    assert_eq!(
+        exported_memcmp_reads_words(&module(b"\x29\0\0")),
+        Some(true)
+    );
+}
+
 /// Gates run with a fresh store per call from the instance pool: slots go back to the
 /// pool when a call ends, so more calls than the pool has slots all succeed, and each
 /// starts from a clean instance (the verdicts alternate exactly with the exit codes).

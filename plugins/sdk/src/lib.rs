@@ -37,6 +37,10 @@
 
 pub use serde_json;
 
+// Replaces wasi-libc's byte-at-a-time `memcmp` in every plugin built with the SDK.
+#[cfg(any(target_arch = "wasm32", test))]
+mod memcmp;
+
 #[cfg(feature = "extractor")]
 mod rules;
 
