@@ -279,6 +279,33 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
         Summary::of_times(&fresh_pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
         Summary::of_ratios(&fresh_pairs)
     );
+    // The cargo extractor reads every tool's output (`handles = *`), and most are not
+    // cargo's: the same size of pytest's output, where its rules find nothing.
+    let one = std::fs::read_to_string(root.join("tests/data/outputs/pytest-failures.txt")).unwrap();
+    let other = one.repeat(100_000 / one.len() + 1);
+    let other_pairs: Vec<(Duration, Duration)> = (0..3 * RUNS)
+        .map(|_| {
+            let t = Instant::now();
+            let n = CargoRules.extract("tests", &other, ActionResult::Failure, 1);
+            let (n_t, t) = (t.elapsed(), Instant::now());
+            let w = builtin
+                .try_extract("tests", &other, ActionResult::Failure, 1)
+                .unwrap();
+            let w_t = t.elapsed();
+            assert_eq!(
+                n, w,
+                "the plugin and the native rules agree on pytest's output"
+            );
+            (n_t, w_t)
+        })
+        .collect();
+    println!(
+        "extract over {} KB of pytest output (nothing for cargo's rules), built-in: {}; native {}; vs native, pair by pair: {}",
+        other.len() / 1024,
+        Summary::of_times(&other_pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
+        Summary::of_times(&other_pairs.iter().map(|p| p.0).collect::<Vec<_>>()).time(),
+        Summary::of_ratios(&other_pairs)
+    );
     // A call with nothing to do: the boundary's fixed cost.
     let per_call = |x: &agentforge::plugins::WasmExtractor| {
         (0..RUNS)
