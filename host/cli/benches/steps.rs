@@ -4,7 +4,9 @@
 //!    reading, editing and checking, and the largest prompt against the budget;
 //! 2. host overhead per step (prepare + apply, excluding the model call and commands)
 //!    with 1,000 prior actions in the log, each step keeping the trajectory of a request
-//!    as Anthropic's provider sends it: median and p90;
+//!    as Anthropic's provider sends it: median and p90, back to back and with a model
+//!    call's pause between a step's halves; beside it, how much slower fixed reference
+//!    work runs after the same pause (the machine's share of the second figure);
 //! 3. resume after kill -9: time from process start to the next model request.
 
 #[path = "stats.rs"]
@@ -250,6 +252,8 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
     // thread sleeps meanwhile and usually wakes on the other core, with cold caches.
     const MODEL_CALL: Duration = Duration::from_millis(20);
     let mut step = 0u64;
+    // A request body as the steps send it: the reference work below compresses it.
+    let mut body = String::new();
     let mut measure = |model_call: Option<Duration>| {
         // RUNS runs of 50 steps; each run's figure is its median step.
         let (mut prep_runs, mut total_runs, mut cpu_runs, mut all) =
@@ -268,6 +272,9 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
                 let args = json!({"path": format!("src/mod_{}.rs", i % 20), "start_line": 1 + (i % 40), "end_line": 60 + (i % 40)});
                 // The provider's side of the call (its body, the reply): not timed.
                 let answer = response_as_sent(&prepared, "read_file".into(), args);
+                if let Some(x) = answer.exchange.as_ref().filter(|_| body.is_empty()) {
+                    body.clone_from(&x.request.body);
+                }
                 let (t2, c2) = (Instant::now(), stats::thread_cpu());
                 tokio.block_on(exec.apply(prepared, answer)).unwrap();
                 let (t3, c3) = (Instant::now(), stats::thread_cpu());
@@ -324,6 +331,68 @@ fn overhead(tokio: &tokio::runtime::Runtime) {
         Summary::of_times(&with_model).time(),
         stats::human(all_model[all_model.len() * 9 / 10].as_secs_f64())
     );
+    cold_factor(body.as_bytes(), MODEL_CALL);
+}
+
+/// How much slower the machine runs a fixed piece of work on a thread that has just
+/// slept `pause` (as a step's thread sleeps through its model call) than back to back,
+/// pair by pair, for two pieces: the gzip (level 2, as trajectories are kept) of a step's
+/// request body, which reads and writes a few hundred KB, and arithmetic in registers.
+/// It tells what of the gap between the two step figures is the machine's (what a
+/// sleeping thread finds left in the caches) rather than the step's own work.
+fn cold_factor(body: &[u8], pause: Duration) {
+    use std::io::Write;
+    let gzip = || {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(2));
+        gz.write_all(body).unwrap();
+        std::hint::black_box(gz.finish().unwrap());
+    };
+    let arithmetic = || {
+        let mut x = std::hint::black_box(0x9E37_79B9_7F4A_7C15u64);
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x = x.wrapping_add(i);
+        }
+        std::hint::black_box(x);
+    };
+    let kb = body.len() / 1024;
+    for (what, work) in [
+        (
+            format!("gzip of one step's {kb} KB request body"),
+            &gzip as &dyn Fn(),
+        ),
+        (
+            "20,000 rounds of xorshift, in registers".to_string(),
+            &arithmetic,
+        ),
+    ] {
+        let timed = || {
+            let t = Instant::now();
+            work();
+            t.elapsed()
+        };
+        let mut pairs = Vec::new();
+        for _ in 0..RUNS {
+            let (mut warm, mut cold) = (Vec::new(), Vec::new());
+            for _ in 0..50 {
+                warm.push(timed());
+            }
+            for _ in 0..50 {
+                std::thread::sleep(pause);
+                cold.push(timed());
+            }
+            pairs.push((stats::median(&mut warm), stats::median(&mut cold)));
+        }
+        println!(
+            "  reference work ({what}): back to back {}; after a {} ms sleep {}; slower after the sleep, pair by pair: {}",
+            Summary::of_times(&pairs.iter().map(|p| p.0).collect::<Vec<_>>()).time(),
+            pause.as_millis(),
+            Summary::of_times(&pairs.iter().map(|p| p.1).collect::<Vec<_>>()).time(),
+            Summary::of_ratios(&pairs)
+        );
+    }
 }
 
 fn resume_time() {
