@@ -225,9 +225,9 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
         }
     }
     assert!(agreed >= 10, "only {agreed} cargo outputs found to compare");
-    let native = || {
+    let native = |text: &str| {
         let t = Instant::now();
-        let n = CargoRules.extract("tests", &output, ActionResult::Failure, 1);
+        let n = CargoRules.extract("tests", text, ActionResult::Failure, 1);
         (t.elapsed(), n)
     };
     // Warm-up: a kept instance's first call compiles its regexes.
@@ -236,11 +236,11 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
             .unwrap();
     }
     // One native call, then one plugin call: the pair, after checking their facts agree.
-    let pair = |x: &agentforge::plugins::WasmExtractor| {
-        let (n_t, n) = native();
+    let pair = |x: &agentforge::plugins::WasmExtractor, text: &str| {
+        let (n_t, n) = native(text);
         let t = Instant::now();
         let w = x
-            .try_extract("tests", &output, ActionResult::Failure, 1)
+            .try_extract("tests", text, ActionResult::Failure, 1)
             .unwrap();
         let pair = (n_t, t.elapsed());
         assert_eq!(n, w, "the plugin and the native rules agree");
@@ -248,9 +248,9 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
     };
     let (mut builtin_pairs, mut kept_pairs, mut fresh_pairs) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 * RUNS {
-        builtin_pairs.push(pair(&builtin));
-        kept_pairs.push(pair(&kept));
-        fresh_pairs.push(pair(&fresh));
+        builtin_pairs.push(pair(&builtin, &output));
+        kept_pairs.push(pair(&kept, &output));
+        fresh_pairs.push(pair(&fresh, &output));
     }
     let natives: Vec<Duration> = builtin_pairs
         .iter()
@@ -283,22 +283,8 @@ fn extract_calls(root: &Path, dir: &Path, tmp: &Path) {
     // cargo's: the same size of pytest's output, where its rules find nothing.
     let one = std::fs::read_to_string(root.join("tests/data/outputs/pytest-failures.txt")).unwrap();
     let other = one.repeat(100_000 / one.len() + 1);
-    let other_pairs: Vec<(Duration, Duration)> = (0..3 * RUNS)
-        .map(|_| {
-            let t = Instant::now();
-            let n = CargoRules.extract("tests", &other, ActionResult::Failure, 1);
-            let (n_t, t) = (t.elapsed(), Instant::now());
-            let w = builtin
-                .try_extract("tests", &other, ActionResult::Failure, 1)
-                .unwrap();
-            let w_t = t.elapsed();
-            assert_eq!(
-                n, w,
-                "the plugin and the native rules agree on pytest's output"
-            );
-            (n_t, w_t)
-        })
-        .collect();
+    let other_pairs: Vec<(Duration, Duration)> =
+        (0..3 * RUNS).map(|_| pair(&builtin, &other)).collect();
     println!(
         "extract over {} KB of pytest output (nothing for cargo's rules), built-in: {}; native {}; vs native, pair by pair: {}",
         other.len() / 1024,
